@@ -1,0 +1,93 @@
+//! `quire generate`: one chat turn, streamed to stdout, statistics to stderr.
+
+use super::ModelArgs;
+use crate::engine::generate::GenerationParams;
+use crate::engine::sampling::SamplingParams;
+use crate::prompts::chat_template::Message;
+use anyhow::Result;
+use std::io::Write;
+
+/// Arguments of `quire generate`.
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The user message.
+    #[arg(long, short)]
+    pub prompt: String,
+    /// An optional system message.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Top-k (0 = off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Top-p (1.0 = off).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Repetition penalty (1.0 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Stop before this string (repeatable).
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Treat --prompt as raw text, not as a chat message.
+    #[arg(long)]
+    pub raw: bool,
+}
+
+/// Run `quire generate`.
+pub fn run(args: GenerateArgs) -> Result<i32> {
+    let engine = args.model.load(false)?;
+    let prompt_text = if args.raw {
+        args.prompt.clone()
+    } else {
+        let mut msgs = Vec::new();
+        if let Some(s) = &args.system {
+            msgs.push(Message::system(s.clone()));
+        }
+        msgs.push(Message::user(args.prompt.clone()));
+        engine.template.render(&msgs, true)?
+    };
+    let tokens = engine.encode(&prompt_text)?;
+    let params = GenerationParams {
+        max_new_tokens: args.max_tokens,
+        sampling: SamplingParams {
+            temperature: args.temperature,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            repetition_penalty: args.repeat_penalty,
+            seed: args.seed,
+            ..Default::default()
+        },
+        stop_strings: args.stop.clone(),
+    };
+    let mut cache = engine.new_cache()?;
+    let stdout = std::io::stdout();
+    let gen = engine.generate(&mut cache, &tokens, &params, &mut |piece| {
+        let mut out = stdout.lock();
+        let _ = out.write_all(piece.as_bytes());
+        let _ = out.flush();
+    })?;
+    println!();
+    eprintln!(
+        "model {} | load {:.2}s | prompt {} tokens, prefill {:.2}s ({:.1} tok/s) | {} new tokens, decode {:.1} tok/s | finish: {:?}",
+        engine.path.display(),
+        engine.load_seconds,
+        gen.prompt_tokens,
+        gen.prefill_seconds,
+        gen.prefill_tokens_per_second(),
+        gen.tokens.len(),
+        gen.decode_tokens_per_second(),
+        gen.finish
+    );
+    Ok(0)
+}

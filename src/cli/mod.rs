@@ -1,0 +1,41 @@
+//! Command-line interface: one file per subcommand, each with its clap arguments and `run`
+//! returning the process exit code.
+
+pub mod check;
+pub mod fetch;
+pub mod generate;
+pub mod inspect;
+
+use crate::engine::{device::parse_device, Engine, LoadOptions};
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Arguments that choose and load a model.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// A .gguf path, a known model name (fetched on first use), or a Hugging Face repo id
+    /// (owner/repo[:file.gguf]). Default: qwen2.5-coder-1.5b-instruct-q4_k_m.
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// auto, cpu, cuda, cuda:N or metal.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Chat template: a name from chat-templates/ (chatml, qwen2, smollm2) or a file;
+    /// default: the template stored in the GGUF.
+    #[arg(long)]
+    pub chat_template: Option<String>,
+}
+
+impl ModelArgs {
+    /// Resolve the model path (fetching a known model if needed).
+    pub fn resolve(&self, quiet: bool) -> Result<PathBuf> {
+        crate::model_store::resolve_model(self.model.as_deref(), true, quiet)
+    }
+
+    /// Resolve and load.
+    pub fn load(&self, quiet: bool) -> Result<Engine> {
+        let path = self.resolve(quiet)?;
+        let device = parse_device(&self.device)?;
+        Engine::load(&path, &device, &LoadOptions { chat_template: self.chat_template.clone() })
+    }
+}

@@ -1,0 +1,306 @@
+//! Building blocks shared by the architectures: quantized linear layers, RMSNorm, rotary
+//! embeddings, grouped-query attention over the explicit [`KvCache`], and the SwiGLU MLP.
+
+use crate::engine::gguf::GgufFile;
+use crate::engine::kv_cache::KvCache;
+use anyhow::{Context, Result};
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor, D};
+use std::sync::Arc;
+
+use super::ModelConfig;
+
+/// Queries per attention chunk during prefill: bounds the score matrix to
+/// `n_head × ATTN_CHUNK × context` floats for one layer at a time.
+pub const ATTN_CHUNK: usize = 256;
+
+/// A linear layer with quantized weights and an optional f32 bias.
+pub struct Linear {
+    w: QMatMul,
+    b: Option<Tensor>,
+}
+
+impl Linear {
+    /// Load `{name}.weight` (and `{name}.bias` when `bias` is true).
+    pub fn load(gguf: &mut GgufFile, name: &str, bias: bool, device: &Device) -> Result<Self> {
+        let w = QMatMul::from_qtensor(gguf.tensor(&format!("{name}.weight"), device)?)?;
+        let b = if bias {
+            Some(
+                gguf.tensor(&format!("{name}.bias"), device)?
+                    .dequantize(device)?,
+            )
+        } else {
+            None
+        };
+        Ok(Self { w, b })
+    }
+
+    /// A bias-free layer sharing an already loaded tensor (tied embeddings).
+    pub fn from_arc(t: Arc<QTensor>) -> Result<Self> {
+        Ok(Self {
+            w: QMatMul::from_arc(t)?,
+            b: None,
+        })
+    }
+
+    /// `x @ Wᵀ + b` for `x` of shape `[tokens, in]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.w.forward(x)?;
+        Ok(match &self.b {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        })
+    }
+}
+
+/// Root-mean-square layer norm with a learned scale.
+pub struct RmsNorm {
+    w: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    /// Load `{name}.weight`.
+    pub fn load(gguf: &mut GgufFile, name: &str, eps: f32, device: &Device) -> Result<Self> {
+        let w = gguf
+            .tensor(&format!("{name}.weight"), device)?
+            .dequantize(device)?;
+        Ok(Self { w, eps })
+    }
+
+    /// Normalise the last dimension.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(x, &self.w, self.eps)?)
+    }
+}
+
+/// How rotary embeddings pair up the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Rotate dimension `i` with `i + d/2` (GPT-NeoX, Qwen2).
+    Neox,
+    /// Rotate dimensions `2i` with `2i+1` (GGUF Llama, whose Q/K rows were permuted for it).
+    Interleaved,
+}
+
+/// Precomputed cos/sin tables for rotary embeddings.
+pub struct Rope {
+    cos: Tensor,
+    sin: Tensor,
+    style: RopeStyle,
+    max_pos: usize,
+}
+
+impl Rope {
+    /// Tables for positions `0..max_pos`.
+    pub fn new(cfg: &ModelConfig, max_pos: usize, style: RopeStyle, device: &Device) -> Result<Self> {
+        let half = cfg.head_dim / 2;
+        let inv: Vec<f32> = (0..half)
+            .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f32 / cfg.head_dim as f32))
+            .collect();
+        let mut angles = Vec::with_capacity(max_pos * half);
+        for p in 0..max_pos {
+            for f in &inv {
+                angles.push(p as f32 * f);
+            }
+        }
+        let t = Tensor::from_vec(angles, (max_pos, half), device)?;
+        Ok(Self {
+            cos: t.cos()?,
+            sin: t.sin()?,
+            style,
+            max_pos,
+        })
+    }
+
+    /// Rotate `x` of shape `[1, heads, tokens, head_dim]` whose first token is at `offset`.
+    pub fn apply(&self, x: &Tensor, offset: usize) -> Result<Tensor> {
+        let t = x.dim(2)?;
+        anyhow::ensure!(
+            offset + t <= self.max_pos,
+            "position {} is past the model's context length {}",
+            offset + t,
+            self.max_pos
+        );
+        let cos = self.cos.narrow(0, offset, t)?;
+        let sin = self.sin.narrow(0, offset, t)?;
+        Ok(match self.style {
+            RopeStyle::Neox => candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin)?,
+            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin)?,
+        })
+    }
+}
+
+/// One transformer block's weights.
+pub struct Block {
+    /// Norm before attention.
+    pub attn_norm: RmsNorm,
+    /// Query projection.
+    pub q: Linear,
+    /// Key projection.
+    pub k: Linear,
+    /// Value projection.
+    pub v: Linear,
+    /// Attention output projection.
+    pub o: Linear,
+    /// Norm before the MLP.
+    pub ffn_norm: RmsNorm,
+    /// MLP gate projection.
+    pub gate: Linear,
+    /// MLP up projection.
+    pub up: Linear,
+    /// MLP down projection.
+    pub down: Linear,
+}
+
+impl Block {
+    /// Load block `i` with llama.cpp's tensor names (`blk.{i}.attn_q`, ...).
+    pub fn load(gguf: &mut GgufFile, i: usize, qkv_bias: bool, cfg: &ModelConfig, device: &Device) -> Result<Self> {
+        let p = format!("blk.{i}");
+        Ok(Self {
+            attn_norm: RmsNorm::load(gguf, &format!("{p}.attn_norm"), cfg.rms_eps, device)?,
+            q: Linear::load(gguf, &format!("{p}.attn_q"), qkv_bias, device)?,
+            k: Linear::load(gguf, &format!("{p}.attn_k"), qkv_bias, device)?,
+            v: Linear::load(gguf, &format!("{p}.attn_v"), qkv_bias, device)?,
+            o: Linear::load(gguf, &format!("{p}.attn_output"), false, device)?,
+            ffn_norm: RmsNorm::load(gguf, &format!("{p}.ffn_norm"), cfg.rms_eps, device)?,
+            gate: Linear::load(gguf, &format!("{p}.ffn_gate"), false, device)?,
+            up: Linear::load(gguf, &format!("{p}.ffn_up"), false, device)?,
+            down: Linear::load(gguf, &format!("{p}.ffn_down"), false, device)?,
+        })
+    }
+
+    /// Self-attention for `x` (`[tokens, hidden]`, already normalised) whose first token is
+    /// at position `offset`; appends this layer's keys/values to `cache` layer `layer`.
+    pub fn attention(
+        &self,
+        x: &Tensor,
+        layer: usize,
+        offset: usize,
+        cache: &mut KvCache,
+        rope: &Rope,
+        masks: &AttentionMasks,
+        cfg: &ModelConfig,
+    ) -> Result<Tensor> {
+        let t = x.dim(0)?;
+        let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+        let q = self.q.forward(x)?.reshape((1, t, nh, hd))?.transpose(1, 2)?;
+        let k = self.k.forward(x)?.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+        let v = self.v.forward(x)?.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+        let q = rope.apply(&q, offset)?;
+        let k = rope.apply(&k, offset)?;
+        cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
+        let (keys, values) = cache.layer_view(layer)?;
+        let out = grouped_attention(&q.squeeze(0)?, &keys, &values, offset, masks, cfg)?;
+        // out: [n_head, t, head_dim] -> [t, hidden]
+        let out = out.transpose(0, 1)?.reshape((t, nh * hd))?;
+        self.o.forward(&out)
+    }
+
+    /// SwiGLU feed-forward for `x` (`[tokens, hidden]`, already normalised).
+    pub fn mlp(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = self.gate.forward(x)?.silu()?;
+        let up = self.up.forward(x)?;
+        self.down.forward(&(gate * up)?)
+    }
+}
+
+/// Causal masks for the query chunks of one forward call, shared by all layers.
+pub struct AttentionMasks {
+    /// One additive mask per chunk: `[chunk_len, offset + chunk_end]`, or `None` when the
+    /// chunk is a single token (it may see every key).
+    chunks: Vec<Option<Tensor>>,
+}
+
+impl AttentionMasks {
+    /// Masks for `t` new tokens after `offset` cached ones.
+    pub fn new(t: usize, offset: usize, device: &Device) -> Result<Self> {
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < t {
+            let len = ATTN_CHUNK.min(t - start);
+            if len == 1 {
+                chunks.push(None);
+            } else {
+                let keys = offset + start + len;
+                let mut m = vec![0f32; len * keys];
+                for i in 0..len {
+                    let visible = offset + start + i + 1;
+                    for v in &mut m[i * keys + visible..(i + 1) * keys] {
+                        *v = f32::NEG_INFINITY;
+                    }
+                }
+                chunks.push(Some(Tensor::from_vec(m, (len, keys), device)?));
+            }
+            start += len;
+        }
+        Ok(Self { chunks })
+    }
+}
+
+/// Grouped-query causal attention. `q`: `[n_head, t, hd]` for positions
+/// `offset..offset+t`; `keys`/`values`: `[n_kv_head, offset+t, hd]` views into the cache.
+/// Queries are processed in chunks of [`ATTN_CHUNK`] so that only one chunk's scores exist
+/// at a time. Returns `[n_head, t, hd]`.
+pub fn grouped_attention(
+    q: &Tensor,
+    keys: &Tensor,
+    values: &Tensor,
+    offset: usize,
+    masks: &AttentionMasks,
+    cfg: &ModelConfig,
+) -> Result<Tensor> {
+    let (nh, t, hd) = q.dims3()?;
+    let nkv = cfg.n_kv_head;
+    let groups = nh / nkv;
+    let scale = 1.0 / (hd as f64).sqrt();
+    // Heads h = kv * groups + g share kv head `kv`.
+    let q = q.reshape((nkv, groups, t, hd))?;
+    let mut outs = Vec::with_capacity(masks.chunks.len());
+    let mut start = 0;
+    for mask in &masks.chunks {
+        let len = ATTN_CHUNK.min(t - start);
+        let n_keys = offset + start + len;
+        let qc = q
+            .narrow(2, start, len)?
+            .contiguous()?
+            .reshape((nkv, groups * len, hd))?;
+        let k = keys.narrow(1, 0, n_keys)?;
+        let v = values.narrow(1, 0, n_keys)?;
+        let scores = (qc.matmul(&k.t()?)? * scale)?; // [nkv, groups*len, n_keys]
+        let scores = match mask {
+            Some(m) => scores
+                .reshape((nkv, groups, len, n_keys))?
+                .broadcast_add(m)?
+                .reshape((nkv, groups * len, n_keys))?,
+            None => scores,
+        };
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let o = probs.matmul(&v)?; // [nkv, groups*len, hd]
+        outs.push(o.reshape((nkv, groups, len, hd))?);
+        start += len;
+    }
+    let out = if outs.len() == 1 {
+        outs.pop().context("no attention chunk")?
+    } else {
+        Tensor::cat(&outs, 2)?
+    };
+    Ok(out.reshape((nh, t, hd))?)
+}
+
+/// Embedding lookup for `tokens` from a (possibly quantized) table: `[t, hidden]` f32.
+pub fn embed(table: &QTensor, tokens: &[u32], device: &Device) -> Result<Tensor> {
+    let ids = Tensor::new(tokens, device)?;
+    Ok(table.embedding(&ids)?.to_dtype(DType::F32)?)
+}
+
+/// Logits of the last row of `x` (`[t, hidden]`) after the final norm: `[vocab]`.
+pub fn last_logits(x: &Tensor, norm: &RmsNorm, output: &Linear) -> Result<Tensor> {
+    let t = x.dim(0)?;
+    let last = x.narrow(0, t - 1, 1)?;
+    let h = norm.forward(&last)?;
+    Ok(output.forward(&h)?.squeeze(0)?.to_dtype(DType::F32)?)
+}
+
+/// Keep `D` imported for callers that reduce over the last axis.
+pub const LAST: D = D::Minus1;

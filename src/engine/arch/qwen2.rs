@@ -1,0 +1,74 @@
+//! Qwen2 / Qwen2.5: a Llama-shaped decoder with biases on the Q, K and V projections and
+//! NeoX-style rotary embeddings. Weights keep their GGUF quantization.
+
+use super::layers::{embed, last_logits, AttentionMasks, Block, Linear, Rope, RopeStyle, RmsNorm};
+use super::ModelConfig;
+use crate::engine::gguf::GgufFile;
+use crate::engine::kv_cache::KvCache;
+use anyhow::Result;
+use candle_core::quantized::QTensor;
+use candle_core::{Device, Tensor};
+use std::sync::Arc;
+
+/// Weights and tables shared by the decoder-only architectures.
+pub struct Blocks {
+    /// Hyper-parameters.
+    pub cfg: ModelConfig,
+    /// Where the weights live.
+    pub device: Device,
+    /// Token embedding table (kept quantized; rows are dequantized on lookup).
+    pub embed: Arc<QTensor>,
+    /// Transformer blocks.
+    pub layers: Vec<Block>,
+    /// Final norm.
+    pub out_norm: RmsNorm,
+    /// Output projection to the vocabulary.
+    pub output: Linear,
+    /// Rotary tables.
+    pub rope: Rope,
+}
+
+/// A Qwen2 model.
+pub struct Qwen2 {
+    /// Weights.
+    pub blocks: Blocks,
+}
+
+/// Longest position for which rotary tables are precomputed (bounded for memory).
+pub const MAX_ROPE_POSITIONS: usize = 32_768;
+
+impl Qwen2 {
+    /// Load from GGUF tensor names.
+    pub fn load(gguf: &mut GgufFile, cfg: ModelConfig, device: &Device) -> Result<Self> {
+        let embed = Arc::new(gguf.tensor("token_embd.weight", device)?);
+        let output = if gguf.has_tensor("output.weight") {
+            Linear::load(gguf, "output", false, device)?
+        } else {
+            Linear::from_arc(embed.clone())?
+        };
+        let layers = (0..cfg.n_layer)
+            .map(|i| Block::load(gguf, i, true, &cfg, device))
+            .collect::<Result<Vec<_>>>()?;
+        let out_norm = RmsNorm::load(gguf, "output_norm", cfg.rms_eps, device)?;
+        let rope = Rope::new(&cfg, cfg.context_length.min(MAX_ROPE_POSITIONS), RopeStyle::Neox, device)?;
+        Ok(Self {
+            blocks: Blocks { cfg, device: device.clone(), embed, layers, out_norm, output, rope },
+        })
+    }
+
+    /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = &self.blocks;
+        let offset = cache.len();
+        let masks = AttentionMasks::new(tokens.len(), offset, &b.device)?;
+        let mut x = embed(&b.embed, tokens, &b.device)?;
+        for (i, layer) in b.layers.iter().enumerate() {
+            let h = layer.attn_norm.forward(&x)?;
+            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &masks, &b.cfg)?)?;
+            let h = layer.ffn_norm.forward(&x)?;
+            x = (x + layer.mlp(&h)?)?;
+        }
+        cache.commit(tokens)?;
+        last_logits(&x, &b.out_norm, &b.output)
+    }
+}

@@ -1,0 +1,109 @@
+//! The inference engine: a GGUF model ([`arch`]), its [`tokenizer`], its chat template,
+//! an explicit [`kv_cache::KvCache`], [`sampling`], and the generation loop in
+//! [`generate`].
+
+pub mod arch;
+pub mod device;
+pub mod generate;
+pub mod gguf;
+pub mod kv_cache;
+pub mod sampling;
+pub mod tokenizer;
+
+use crate::prompts::chat_template::ChatTemplate;
+use anyhow::{Context, Result};
+use arch::{Model, ModelConfig};
+use candle_core::{Device, Tensor};
+use gguf::GgufFile;
+use kv_cache::KvCache;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tokenizer::Tokenizer;
+
+/// Tokens per forward call during prefill (bounds activation memory).
+pub const PREFILL_BATCH: usize = 512;
+
+/// A loaded model with everything needed to turn a conversation into text.
+pub struct Engine {
+    /// The network.
+    pub model: Model,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Its chat template.
+    pub template: ChatTemplate,
+    /// Where it runs.
+    pub device: Device,
+    /// The GGUF file it came from.
+    pub path: PathBuf,
+    /// Seconds spent loading.
+    pub load_seconds: f64,
+    /// Parameter count.
+    pub parameters: usize,
+    /// Tensor types in the file with their counts.
+    pub tensor_types: Vec<(String, usize)>,
+}
+
+/// Options for [`Engine::load`].
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// A chat template name from `chat-templates/` or a file path, instead of the GGUF's.
+    pub chat_template: Option<String>,
+}
+
+impl Engine {
+    /// Load the GGUF model at `path` onto `device`.
+    pub fn load(path: &Path, device: &Device, opts: &LoadOptions) -> Result<Self> {
+        let start = Instant::now();
+        let mut gguf = GgufFile::open(path)?;
+        let tokenizer = Tokenizer::for_model(&gguf)?;
+        let template = match &opts.chat_template {
+            Some(name) => ChatTemplate::named(name)?,
+            None => ChatTemplate::from_gguf(&gguf)?,
+        };
+        let model = Model::load(&mut gguf, device)?;
+        Ok(Self {
+            parameters: gguf.parameter_count(),
+            tensor_types: gguf.tensor_type_counts(),
+            model,
+            tokenizer,
+            template,
+            device: device.clone(),
+            path: path.to_path_buf(),
+            load_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Model hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        self.model.config()
+    }
+
+    /// A fresh, empty KV cache.
+    pub fn new_cache(&self) -> Result<KvCache> {
+        KvCache::new(self.config(), &self.device)
+    }
+
+    /// Run `tokens` after what `cache` holds, in batches of [`PREFILL_BATCH`], and return the
+    /// last position's logits.
+    pub fn prefill(&self, cache: &mut KvCache, tokens: &[u32]) -> Result<Tensor> {
+        anyhow::ensure!(!tokens.is_empty(), "nothing to prefill");
+        let ctx = self.config().context_length;
+        if cache.len() + tokens.len() > ctx {
+            anyhow::bail!(
+                "prompt too long: {} tokens (plus {} cached) exceed the model's context length of {ctx} tokens; use smaller units (--unit-tokens) or a model with a longer context",
+                tokens.len(),
+                cache.len()
+            );
+        }
+        let mut logits = None;
+        for chunk in tokens.chunks(PREFILL_BATCH) {
+            logits = Some(self.model.forward(chunk, cache)?);
+        }
+        logits.context("no logits")
+    }
+
+    /// Encode text with the model's tokenizer.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        self.tokenizer.encode(text)
+    }
+}

