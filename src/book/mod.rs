@@ -115,8 +115,8 @@ fn collect_markdown(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(
             continue;
         }
         let path = entry.path();
-        let meta = std::fs::metadata(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let meta =
+            std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
             collect_markdown(root, &path, out)?;
         } else if meta.is_file() && is_markdown_path(&path) {

@@ -149,6 +149,12 @@ impl KvCache {
         ))
     }
 
+    /// The whole key and value buffers of `layer` (`[n_kv_head, capacity, head_dim]`); the
+    /// first `len + pending` positions are valid.
+    pub fn layer_buffers(&self, layer: usize) -> (&Tensor, &Tensor) {
+        (&self.keys[layer], &self.values[layer])
+    }
+
     /// Make the pending positions (written for every layer) part of the cache.
     pub fn commit(&mut self, tokens: &[u32]) -> Result<()> {
         ensure!(

@@ -3,10 +3,12 @@
 //! [`generate`].
 
 pub mod arch;
+pub mod backend;
 pub mod device;
 pub mod generate;
 pub mod gguf;
 pub mod kv_cache;
+pub mod prefix_cache;
 pub mod sampling;
 pub mod tokenizer;
 
@@ -55,6 +57,14 @@ impl Engine {
     pub fn load(path: &Path, device: &Device, opts: &LoadOptions) -> Result<Self> {
         let start = Instant::now();
         let mut gguf = GgufFile::open(path)?;
+        let arch = gguf.architecture()?.to_string();
+        if !Model::SUPPORTED.contains(&arch.as_str()) {
+            anyhow::bail!(
+                "{}: architecture {arch:?} is not supported (supported: {})",
+                path.display(),
+                Model::SUPPORTED.join(", ")
+            );
+        }
         let tokenizer = Tokenizer::for_model(&gguf)?;
         let template = match &opts.chat_template {
             Some(name) => ChatTemplate::named(name)?,
@@ -105,5 +115,23 @@ impl Engine {
     /// Encode text with the model's tokenizer.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         self.tokenizer.encode(text)
+    }
+}
+
+impl Engine {
+    /// Fingerprint of everything that determines KV values: the model file's content hash,
+    /// the tokenizer, the chat template, the dtype and the device kind. Prefix caches are
+    /// keyed by it.
+    pub fn fingerprint(&self) -> Result<String> {
+        let model_hash = crate::model_store::content_hash(&self.path)?;
+        let tok = self.tokenizer.inner.to_string(false).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut h = sha2::Sha256::new();
+        use sha2::Digest;
+        h.update(model_hash.as_bytes());
+        h.update(crate::util::sha256_hex(tok.as_bytes()).as_bytes());
+        h.update(crate::util::sha256_hex(self.template.source.as_bytes()).as_bytes());
+        h.update(b"f32");
+        h.update(device::device_kind(&self.device).as_bytes());
+        Ok(hex::encode(h.finalize()))
     }
 }

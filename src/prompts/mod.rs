@@ -1,4 +1,5 @@
-//! Prompts: chat-template rendering and (for the agents) prompt texts whose stable part
-//! comes first so the engine can reuse its KV cache.
+//! Prompts: chat-template rendering, the stable-prefix split that lets the engine reuse
+//! KV caches, and the agents' prompt texts (stable part first).
 
 pub mod chat_template;
+pub mod stable_prefix;

@@ -235,7 +235,10 @@ impl PlaceholderError {
             parts.push(format!("missing placeholders {}", self.missing.join(" ")));
         }
         if !self.duplicated.is_empty() {
-            parts.push(format!("duplicated placeholders {}", self.duplicated.join(" ")));
+            parts.push(format!(
+                "duplicated placeholders {}",
+                self.duplicated.join(" ")
+            ));
         }
         if !self.unknown.is_empty() {
             parts.push(format!("invented placeholders {}", self.unknown.join(" ")));
@@ -359,8 +362,8 @@ pub fn segment_chapter(
     let name = chapter.name();
     let mut units: Vec<Unit> = Vec::new();
     let mut cur: Option<(Range<usize>, usize)> = None; // open prose group and its tokens
-    // Whether the last unit was made from verbatim atoms (and may absorb the next one);
-    // prose that became verbatim for lack of letters stays a unit of its own.
+                                                       // Whether the last unit was made from verbatim atoms (and may absorb the next one);
+                                                       // prose that became verbatim for lack of letters stays a unit of its own.
     let mut open_verbatim = false;
     let push = |units: &mut Vec<Unit>, range: Range<usize>, kind: UnitKind| {
         let unit = make_unit(&name, chapter, units.len(), kind, range, text, &scan.spans);
@@ -608,11 +611,12 @@ fn scan(text: &str) -> Scan {
                         };
                         match label_kind {
                             None => {
-                                let kind = if matches!(link_type, LinkType::Autolink | LinkType::Email) {
-                                    PlaceholderKind::Autolink
-                                } else {
-                                    PlaceholderKind::LinkLabel
-                                };
+                                let kind =
+                                    if matches!(link_type, LinkType::Autolink | LinkType::Email) {
+                                        PlaceholderKind::Autolink
+                                    } else {
+                                        PlaceholderKind::LinkLabel
+                                    };
                                 add(&mut spans, r.clone(), kind);
                                 skip_until = r.end;
                             }
@@ -669,13 +673,11 @@ fn scan(text: &str) -> Scan {
                     continue;
                 }
                 let is_math = matches!(other, Event::DisplayMath(_));
-                let blank_text =
-                    matches!(&other, Event::Text(t) if t.trim().is_empty());
+                let blank_text = matches!(&other, Event::Text(t) if t.trim().is_empty());
                 if let Some(b) = scan.blocks.last_mut() {
                     if is_math {
                         b.saw_math = true;
-                    } else if !matches!(other, Event::SoftBreak | Event::HardBreak) && !blank_text
-                    {
+                    } else if !matches!(other, Event::SoftBreak | Event::HardBreak) && !blank_text {
                         b.math_only = false;
                     }
                 }
@@ -718,7 +720,12 @@ fn scan(text: &str) -> Scan {
         }
     }
     // Sort, then keep the outermost of overlapping spans.
-    spans.sort_by(|a, b| a.range.start.cmp(&b.range.start).then(b.range.end.cmp(&a.range.end)));
+    spans.sort_by(|a, b| {
+        a.range
+            .start
+            .cmp(&b.range.start)
+            .then(b.range.end.cmp(&a.range.end))
+    });
     let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
     for s in spans {
         if !text.is_char_boundary(s.range.start) || !text.is_char_boundary(s.range.end) {
@@ -737,7 +744,9 @@ fn link_target_span(text: &str, f: &LinkFrame, spans: &mut Vec<Span>) {
     let Some(inline) = f.label_kind else { return };
     let end = f.range.end;
     let from = f.max_end.min(end);
-    let Some(tail) = text.get(from..end) else { return };
+    let Some(tail) = text.get(from..end) else {
+        return;
+    };
     let (open, kind) = if inline {
         ("](", PlaceholderKind::LinkTarget)
     } else {
@@ -775,16 +784,17 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
     let mut atoms: Vec<Atom> = Vec::new();
     let mut cursor = 0usize;
     let mut pending_lead: Option<usize> = None; // leading whitespace before the first atom
-    let push = |atoms: &mut Vec<Atom>, range: Range<usize>, kind: AtomKind, lead: &mut Option<usize>| {
-        if range.is_empty() {
-            return;
-        }
-        let start = lead.take().unwrap_or(range.start);
-        atoms.push(Atom {
-            range: start..range.end,
-            kind,
-        });
-    };
+    let push =
+        |atoms: &mut Vec<Atom>, range: Range<usize>, kind: AtomKind, lead: &mut Option<usize>| {
+            if range.is_empty() {
+                return;
+            }
+            let start = lead.take().unwrap_or(range.start);
+            atoms.push(Atom {
+                range: start..range.end,
+                kind,
+            });
+        };
     for b in &scan.blocks {
         let start = b.range.start.max(cursor);
         let end = b.range.end.min(text.len());
@@ -801,15 +811,28 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                     None => pending_lead = Some(cursor),
                 }
             } else {
-                push(&mut atoms, cursor..start, AtomKind::Verbatim, &mut pending_lead);
+                push(
+                    &mut atoms,
+                    cursor..start,
+                    AtomKind::Verbatim,
+                    &mut pending_lead,
+                );
             }
         }
         let prose = AtomKind::Prose { starts_unit: false };
         match b.kind {
-            TopKind::Verbatim => push(&mut atoms, start..end, AtomKind::Verbatim, &mut pending_lead),
-            TopKind::Paragraph if b.math_only && b.saw_math => {
-                push(&mut atoms, start..end, AtomKind::Verbatim, &mut pending_lead)
-            }
+            TopKind::Verbatim => push(
+                &mut atoms,
+                start..end,
+                AtomKind::Verbatim,
+                &mut pending_lead,
+            ),
+            TopKind::Paragraph if b.math_only && b.saw_math => push(
+                &mut atoms,
+                start..end,
+                AtomKind::Verbatim,
+                &mut pending_lead,
+            ),
             TopKind::Heading => push(
                 &mut atoms,
                 start..end,
@@ -858,7 +881,12 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                 a.range.end = text.len();
             }
         } else {
-            push(&mut atoms, cursor..text.len(), AtomKind::Verbatim, &mut pending_lead);
+            push(
+                &mut atoms,
+                cursor..text.len(),
+                AtomKind::Verbatim,
+                &mut pending_lead,
+            );
         }
     }
     if atoms.is_empty() && !text.is_empty() {
@@ -899,7 +927,10 @@ fn sentence_cuts(text: &str, range: &Range<usize>, forbidden: &[Range<usize>]) -
         if matches!(c, '.' | '!' | '?') || cjk_end {
             let mut j = i + 1;
             while j < chars.len()
-                && matches!(chars[j].1, '"' | '\'' | ')' | ']' | '”' | '’' | '）' | '」' | '』' | '*' | '_')
+                && matches!(
+                    chars[j].1,
+                    '"' | '\'' | ')' | ']' | '”' | '’' | '）' | '」' | '』' | '*' | '_'
+                )
             {
                 j += 1;
             }
@@ -972,7 +1003,11 @@ fn split_paragraph(
             let mut b = vec![r.start];
             b.extend(word_cuts(text, &r, &forbidden));
             b.push(r.end);
-            let words: Vec<Range<usize>> = b.windows(2).map(|w| w[0]..w[1]).filter(|r| !r.is_empty()).collect();
+            let words: Vec<Range<usize>> = b
+                .windows(2)
+                .map(|w| w[0]..w[1])
+                .filter(|r| !r.is_empty())
+                .collect();
             sentences.extend(pack(text, words, budget, counter));
         } else {
             sentences.push(r);

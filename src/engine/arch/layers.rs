@@ -3,9 +3,9 @@
 
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor};
 use std::sync::Arc;
 
 use super::ModelConfig;
@@ -179,7 +179,6 @@ impl Block {
         offset: usize,
         cache: &mut KvCache,
         rope: &Rope,
-        masks: &AttentionMasks,
         cfg: &ModelConfig,
     ) -> Result<Tensor> {
         let t = x.dim(0)?;
@@ -190,10 +189,8 @@ impl Block {
         let q = rope.apply(&q, offset)?;
         let k = rope.apply(&k, offset)?;
         cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
-        let (keys, values) = cache.layer_view(layer)?;
-        let out = grouped_attention(&q.squeeze(0)?, &keys, &values, offset, masks, cfg)?;
-        // out: [n_head, t, head_dim] -> [t, hidden]
-        let out = out.transpose(0, 1)?.reshape((t, nh * hd))?;
+        let (keys, values) = cache.layer_buffers(layer);
+        let out = super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)?;
         self.o.forward(&out)
     }
 
@@ -203,89 +200,6 @@ impl Block {
         let up = self.up.forward(x)?;
         self.down.forward(&(gate * up)?)
     }
-}
-
-/// Causal masks for the query chunks of one forward call, shared by all layers.
-pub struct AttentionMasks {
-    /// One additive mask per chunk: `[chunk_len, offset + chunk_end]`, or `None` when the
-    /// chunk is a single token (it may see every key).
-    chunks: Vec<Option<Tensor>>,
-}
-
-impl AttentionMasks {
-    /// Masks for `t` new tokens after `offset` cached ones.
-    pub fn new(t: usize, offset: usize, device: &Device) -> Result<Self> {
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        while start < t {
-            let len = ATTN_CHUNK.min(t - start);
-            if len == 1 {
-                chunks.push(None);
-            } else {
-                let keys = offset + start + len;
-                let mut m = vec![0f32; len * keys];
-                for i in 0..len {
-                    let visible = offset + start + i + 1;
-                    for v in &mut m[i * keys + visible..(i + 1) * keys] {
-                        *v = f32::NEG_INFINITY;
-                    }
-                }
-                chunks.push(Some(Tensor::from_vec(m, (len, keys), device)?));
-            }
-            start += len;
-        }
-        Ok(Self { chunks })
-    }
-}
-
-/// Grouped-query causal attention. `q`: `[n_head, t, hd]` for positions
-/// `offset..offset+t`; `keys`/`values`: `[n_kv_head, offset+t, hd]` views into the cache.
-/// Queries are processed in chunks of [`ATTN_CHUNK`] so that only one chunk's scores exist
-/// at a time. Returns `[n_head, t, hd]`.
-pub fn grouped_attention(
-    q: &Tensor,
-    keys: &Tensor,
-    values: &Tensor,
-    offset: usize,
-    masks: &AttentionMasks,
-    cfg: &ModelConfig,
-) -> Result<Tensor> {
-    let (nh, t, hd) = q.dims3()?;
-    let nkv = cfg.n_kv_head;
-    let groups = nh / nkv;
-    let scale = 1.0 / (hd as f64).sqrt();
-    // Heads h = kv * groups + g share kv head `kv`.
-    let q = q.reshape((nkv, groups, t, hd))?;
-    let mut outs = Vec::with_capacity(masks.chunks.len());
-    let mut start = 0;
-    for mask in &masks.chunks {
-        let len = ATTN_CHUNK.min(t - start);
-        let n_keys = offset + start + len;
-        let qc = q
-            .narrow(2, start, len)?
-            .contiguous()?
-            .reshape((nkv, groups * len, hd))?;
-        let k = keys.narrow(1, 0, n_keys)?;
-        let v = values.narrow(1, 0, n_keys)?;
-        let scores = (qc.matmul(&k.t()?)? * scale)?; // [nkv, groups*len, n_keys]
-        let scores = match mask {
-            Some(m) => scores
-                .reshape((nkv, groups, len, n_keys))?
-                .broadcast_add(m)?
-                .reshape((nkv, groups * len, n_keys))?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let o = probs.matmul(&v)?; // [nkv, groups*len, hd]
-        outs.push(o.reshape((nkv, groups, len, hd))?);
-        start += len;
-    }
-    let out = if outs.len() == 1 {
-        outs.pop().context("no attention chunk")?
-    } else {
-        Tensor::cat(&outs, 2)?
-    };
-    Ok(out.reshape((nh, t, hd))?)
 }
 
 /// Embedding lookup for `tokens` from a (possibly quantized) table: `[t, hidden]` f32.
@@ -302,5 +216,3 @@ pub fn last_logits(x: &Tensor, norm: &RmsNorm, output: &Linear) -> Result<Tensor
     Ok(output.forward(&h)?.squeeze(0)?.to_dtype(DType::F32)?)
 }
 
-/// Keep `D` imported for callers that reduce over the last axis.
-pub const LAST: D = D::Minus1;

@@ -1,7 +1,7 @@
 //! Llama family (Llama 2/3, SmolLM2): RMSNorm, bias-free projections, interleaved rotary
 //! embeddings (GGUF's Q/K layout), SwiGLU, output optionally tied to the embedding.
 
-use super::layers::{embed, last_logits, AttentionMasks, Block, Linear, Rope, RopeStyle, RmsNorm};
+use super::layers::{embed, last_logits, Block, Linear, Rope, RopeStyle, RmsNorm};
 use super::qwen2::{Blocks, MAX_ROPE_POSITIONS};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
@@ -45,12 +45,11 @@ impl Llama {
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
-        let masks = AttentionMasks::new(tokens.len(), offset, &b.device)?;
         let mut x = embed(&b.embed, tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let residual = x.clone();
             let h = layer.attn_norm.forward(&x)?;
-            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &masks, &b.cfg)?)?;
+            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
             let residual = h.clone();
             let m = layer.mlp(&layer.ffn_norm.forward(&h)?)?;
             x = (residual + m)?;

@@ -3,6 +3,7 @@
 //! weights from GGUF names into [`layers::Block`]s and writes its forward pass, then add a
 //! variant to [`Model`] and a match arm in [`Model::load`].
 
+pub mod attention;
 pub mod layers;
 pub mod llama;
 pub mod qwen2;

@@ -1,7 +1,7 @@
 //! Qwen2 / Qwen2.5: a Llama-shaped decoder with biases on the Q, K and V projections and
 //! NeoX-style rotary embeddings. Weights keep their GGUF quantization.
 
-use super::layers::{embed, last_logits, AttentionMasks, Block, Linear, Rope, RopeStyle, RmsNorm};
+use super::layers::{embed, last_logits, Block, Linear, Rope, RopeStyle, RmsNorm};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
@@ -60,11 +60,10 @@ impl Qwen2 {
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
-        let masks = AttentionMasks::new(tokens.len(), offset, &b.device)?;
         let mut x = embed(&b.embed, tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &masks, &b.cfg)?)?;
+            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
             let h = layer.ffn_norm.forward(&x)?;
             x = (x + layer.mlp(&h)?)?;
         }

@@ -1,0 +1,330 @@
+//! Glossaries: source terms and the target terms a translation must use.
+//!
+//! JSON: a list of objects (or `{"terms": [...]}`), each with the source term under
+//! `"source"` or the source language code (`"en"`) and the target term (a string or a list
+//! of accepted alternatives) under `"target"` or the target language code (`"zh"`,
+//! `"zh-CN"`); optional `"pos"`, `"context"`, and `"house": false` / `"inferred": true` /
+//! `"origin": "inferred"` for terms inferred rather than house style.
+//!
+//! TOML: `[[term]]` (or `[[terms]]`, `[[entry]]`) tables with the same keys, or a
+//! `[terms]` table of `"source" = "target"` pairs.
+//!
+//! House terms are strict (a missing target term is an error); inferred ones warn.
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// One glossary term.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlossaryEntry {
+    /// The source-language term, matched case-insensitively on word boundaries (with an
+    /// optional plural `s`/`es`).
+    pub source: String,
+    /// Accepted target terms; the first is preferred.
+    pub target: Vec<String>,
+    /// Part of speech, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pos: Option<String>,
+    /// Usage note, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// House (strict) term: a miss is an error. Inferred terms only warn.
+    pub house: bool,
+}
+
+/// A glossary: its terms in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Glossary {
+    /// The terms.
+    pub entries: Vec<GlossaryEntry>,
+}
+
+impl Glossary {
+    /// Load a glossary file: `.toml` as TOML, anything else as JSON (falling back to TOML
+    /// when the text does not look like JSON). Language codes pick the keys of
+    /// `{"en": …, "zh": …}` entries. Malformed files give line and column.
+    pub fn load(path: &Path, source_lang: &str, target_lang: &str) -> Result<Glossary> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read glossary {}", path.display()))?;
+        let is_toml = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        let looks_json = text.trim_start().starts_with(['[', '{']) && !is_toml;
+        let result = if is_toml || !looks_json {
+            Glossary::parse_toml(&text, source_lang, target_lang)
+        } else {
+            Glossary::parse_json(&text, source_lang, target_lang)
+        };
+        result.with_context(|| format!("invalid glossary {}", path.display()))
+    }
+
+    /// Parse JSON glossary text.
+    pub fn parse_json(text: &str, source_lang: &str, target_lang: &str) -> Result<Glossary> {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            anyhow!(
+                "JSON error at line {}, column {}: {}",
+                e.line(),
+                e.column(),
+                e
+            )
+        })?;
+        let list = match &value {
+            Value::Array(a) => a.clone(),
+            Value::Object(o) => match o.get("terms").or_else(|| o.get("entries")) {
+                Some(Value::Array(a)) => a.clone(),
+                _ => bail!("expected a JSON list of terms, or an object with a \"terms\" list"),
+            },
+            _ => bail!("expected a JSON list of terms"),
+        };
+        let mut entries = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            let Value::Object(obj) = item else {
+                bail!("term #{} is not an object", i + 1);
+            };
+            let get = |k: &str| obj.get(k);
+            entries.push(make_entry(i, &get, source_lang, target_lang)?);
+        }
+        Ok(Glossary { entries })
+    }
+
+    /// Parse TOML glossary text.
+    pub fn parse_toml(text: &str, source_lang: &str, target_lang: &str) -> Result<Glossary> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+            anyhow!("TOML error at line {line}, column {col}: {}", e.message())
+        })?;
+        let mut entries = Vec::new();
+        for key in ["term", "terms", "entry", "entries"] {
+            match table.get(key) {
+                Some(toml::Value::Array(items)) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let toml::Value::Table(t) = item else {
+                            bail!("[[{key}]] #{} is not a table", i + 1);
+                        };
+                        let json: serde_json::Map<String, Value> = t
+                            .iter()
+                            .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                            .collect();
+                        let get = |k: &str| json.get(k);
+                        entries.push(make_entry(i, &get, source_lang, target_lang)?);
+                    }
+                }
+                Some(toml::Value::Table(t)) => {
+                    for (src, tgt) in t {
+                        let target = match tgt {
+                            toml::Value::String(s) => vec![s.clone()],
+                            toml::Value::Array(a) => a
+                                .iter()
+                                .filter_map(|v| v.as_str().map(str::to_string))
+                                .collect(),
+                            _ => {
+                                bail!("[{key}] \"{src}\" must map to a string or a list of strings")
+                            }
+                        };
+                        entries.push(GlossaryEntry {
+                            source: src.clone(),
+                            target,
+                            pos: None,
+                            context: None,
+                            house: true,
+                        });
+                    }
+                }
+                Some(_) => bail!("\"{key}\" must be an array of tables or a table"),
+                None => {}
+            }
+        }
+        if entries.is_empty() && !table.is_empty() {
+            bail!("no [[term]] tables or [terms] table found");
+        }
+        Ok(Glossary { entries })
+    }
+
+    /// Whether the glossary has no terms.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => Value::from(*f),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..text.floor_char_boundary(offset)];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count() + 1)
+        .unwrap_or(1);
+    (line, col)
+}
+
+fn make_entry<'a>(
+    i: usize,
+    get: &dyn Fn(&str) -> Option<&'a Value>,
+    source_lang: &str,
+    target_lang: &str,
+) -> Result<GlossaryEntry> {
+    let sp = super::lang::primary(source_lang);
+    let tp = super::lang::primary(target_lang);
+    let source = get("source")
+        .or_else(|| get(source_lang))
+        .or_else(|| get(&sp))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| anyhow!("term #{} has no \"source\" (or \"{sp}\") string", i + 1))?
+        .to_string();
+    let target_value = get("target")
+        .or_else(|| get(target_lang))
+        .or_else(|| get(&tp))
+        .ok_or_else(|| {
+            anyhow!(
+                "term #{} (\"{source}\") has no \"target\" (or \"{tp}\")",
+                i + 1
+            )
+        })?;
+    let target: Vec<String> = match target_value {
+        Value::String(s) => vec![s.trim().to_string()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(|s| s.trim().to_string()))
+            .collect(),
+        _ => bail!(
+            "term #{} (\"{source}\"): the target must be a string or a list",
+            i + 1
+        ),
+    };
+    let target: Vec<String> = target.into_iter().filter(|t| !t.is_empty()).collect();
+    if target.is_empty() {
+        bail!("term #{} (\"{source}\") has an empty target", i + 1);
+    }
+    let inferred = get("inferred").and_then(Value::as_bool).unwrap_or(false)
+        || get("origin")
+            .or_else(|| get("kind"))
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.eq_ignore_ascii_case("inferred"));
+    let house = get("house")
+        .or_else(|| get("strict"))
+        .and_then(Value::as_bool)
+        .unwrap_or(!inferred);
+    Ok(GlossaryEntry {
+        source,
+        target,
+        pos: get("pos").and_then(Value::as_str).map(str::to_string),
+        context: get("context").and_then(Value::as_str).map(str::to_string),
+        house,
+    })
+}
+
+/// Whether `term` occurs in `haystack_lower` (already lower-cased) as a whole word, with
+/// an optional plural ending; non-Latin terms match as plain substrings.
+pub fn contains_term(haystack_lower: &str, term_lower: &str) -> bool {
+    if term_lower.is_empty() {
+        return false;
+    }
+    let latin_edges = term_lower.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || term_lower.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !latin_edges {
+        return haystack_lower.contains(term_lower);
+    }
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(p) = haystack_lower[from..].find(term_lower) {
+        let start = from + p;
+        let end = start + term_lower.len();
+        let before_ok = haystack_lower[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_word(c));
+        let rest = &haystack_lower[end..];
+        let after_ok = {
+            let rest2 = rest
+                .strip_prefix("es")
+                .filter(|r| r.chars().next().is_none_or(|c| !is_word(c)))
+                .or_else(|| {
+                    rest.strip_prefix('s')
+                        .filter(|r| r.chars().next().is_none_or(|c| !is_word(c)))
+                })
+                .unwrap_or(rest);
+            rest2.chars().next().is_none_or(|c| !is_word(c))
+        };
+        if before_ok && after_ok {
+            return true;
+        }
+        from = start + term_lower.chars().next().map(char::len_utf8).unwrap_or(1);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_forms() {
+        let g = Glossary::parse_json(
+            r#"[{"en":"agent","zh":"智能体","pos":"noun"},{"source":"RAG","target":["检索增强生成","RAG"],"inferred":true}]"#,
+            "en",
+            "zh-CN",
+        )
+        .unwrap();
+        assert_eq!(g.entries.len(), 2);
+        assert!(g.entries[0].house);
+        assert!(!g.entries[1].house);
+        assert_eq!(g.entries[1].target.len(), 2);
+    }
+
+    #[test]
+    fn malformed_json_has_position() {
+        let err =
+            Glossary::parse_json("[\n {\"en\": \"a\",\n  \"zh\" \"b\"}]", "en", "zh").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("line 3"), "{msg}");
+        assert!(msg.contains("column"), "{msg}");
+    }
+
+    #[test]
+    fn toml_forms() {
+        let g = Glossary::parse_toml(
+            "[[term]]\nsource = \"agent\"\ntarget = \"智能体\"\n\n[terms]\n\"context window\" = \"上下文窗口\"\n",
+            "en",
+            "zh",
+        )
+        .unwrap();
+        assert_eq!(g.entries.len(), 2);
+        let err = Glossary::parse_toml("[[term]]\nsource = \"a\nx", "en", "zh").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("TOML error at line ") && msg.contains("column"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn term_matching() {
+        assert!(contains_term("the agents work", "agent"));
+        assert!(contains_term("an agent.", "agent"));
+        assert!(!contains_term("agentic flows", "agent"));
+        assert!(contains_term("用智能体完成", "智能体"));
+        assert!(contains_term("batches of work", "batch"));
+    }
+}

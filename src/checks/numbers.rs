@@ -1,0 +1,275 @@
+//! Numbers in prose, normalised to values so that `367,000` matches `36.7万` and
+//! `1.5 billion` matches `15亿`, while `128K` does not match `12.8K`.
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// A number found in source prose and the value it denotes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceNumber {
+    /// The text as written, e.g. `128K`.
+    pub text: String,
+    /// Its value, e.g. `128000`.
+    pub value: f64,
+}
+
+static NUM_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)
+        (?P<num>[0-9]+(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)
+        (?:[\u{20}\u{a0}]?(?P<suffix>
+            thousand|million|billion|trillion|bn|[KkMBT](?:[^A-Za-z]|$)
+            |万亿|[万亿千百]
+        ))?",
+    )
+    .expect("valid number regex")
+});
+
+fn suffix_scale(s: &str) -> Option<f64> {
+    let s = s.trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c));
+    Some(match s {
+        "thousand" | "K" | "k" | "千" => 1e3,
+        "million" | "M" => 1e6,
+        "billion" | "bn" | "B" => 1e9,
+        "trillion" | "T" | "万亿" => 1e12,
+        "万" => 1e4,
+        "亿" => 1e8,
+        "百" => 1e2,
+        _ => return None,
+    })
+}
+
+fn is_cn_unit(c: char) -> bool {
+    matches!(c, '十' | '百' | '千' | '万' | '亿')
+}
+
+fn parse_plain(num: &str) -> Option<f64> {
+    num.replace(',', "").parse::<f64>().ok()
+}
+
+/// Numbers of English source prose. A magnitude suffix (`K`, `M`, `B`, `thousand`,
+/// `million`, `billion`) scales the value; lower-case `m` is not taken as million.
+pub fn source_numbers(text: &str) -> Vec<SourceNumber> {
+    let mut out = Vec::new();
+    for caps in NUM_RE.captures_iter(text) {
+        let num = &caps["num"];
+        // Skip digits glued to a preceding digit group separator we did not match.
+        let Some(mut value) = parse_plain(num) else {
+            continue;
+        };
+        let mut shown = num.to_string();
+        if let Some(sfx) = caps.name("suffix") {
+            if let Some(scale) = suffix_scale(sfx.as_str()) {
+                value *= scale;
+                shown.push_str(
+                    sfx.as_str()
+                        .trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c)),
+                );
+            }
+        }
+        out.push(SourceNumber { text: shown, value });
+    }
+    out.extend(
+        chinese_numbers(text)
+            .into_iter()
+            .map(|(t, v)| SourceNumber { text: t, value: v }),
+    );
+    out
+}
+
+/// Every value a target text may be expressing: plain numbers, the same scaled by a
+/// following magnitude (`万`, `亿`, `千`, `K`, `M`, `B`, `million`…), and Chinese
+/// numerals (`三十六万七千`, `两`, `二〇二四`).
+pub fn target_values(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for caps in NUM_RE.captures_iter(text) {
+        let Some(value) = parse_plain(&caps["num"]) else {
+            continue;
+        };
+        match caps.name("suffix").and_then(|s| suffix_scale(s.as_str())) {
+            Some(scale) => {
+                out.push(value * scale);
+                // `128K` written for `128`: lenient on the unscaled reading only when the
+                // suffix is a Chinese unit, which translators add to plain numbers.
+                if !caps["suffix"].chars().next().is_some_and(|c| c.is_ascii()) {
+                    out.push(value);
+                }
+            }
+            None => out.push(value),
+        }
+    }
+    out.extend(chinese_numbers(text).into_iter().map(|(_, v)| v));
+    for m in MIXED_RE.find_iter(text) {
+        if let Some(v) = parse_mixed(m.as_str()) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// ASCII digits with several Chinese units: `1亿2000万`, `36万7千`.
+static MIXED_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:[0-9]+(?:\.[0-9]+)?[十百千万亿]){2,}[0-9]*").expect("valid regex")
+});
+
+fn parse_mixed(s: &str) -> Option<f64> {
+    let mut tokens: Vec<Tok> = Vec::new();
+    let mut num = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            num.push(c);
+        } else {
+            if !num.is_empty() {
+                tokens.push(Tok::Num(num.parse().ok()?));
+                num.clear();
+            }
+            tokens.push(Tok::Unit(c));
+        }
+    }
+    if !num.is_empty() {
+        tokens.push(Tok::Num(num.parse().ok()?));
+    }
+    eval(&tokens)
+}
+
+enum Tok {
+    Num(f64),
+    Unit(char),
+}
+
+fn eval(tokens: &[Tok]) -> Option<f64> {
+    let (mut total, mut section, mut number) = (0f64, 0f64, 0f64);
+    for t in tokens {
+        match *t {
+            Tok::Num(n) => number = n,
+            Tok::Unit(c @ ('十' | '百' | '千')) => {
+                let unit = match c {
+                    '十' => 10.0,
+                    '百' => 100.0,
+                    _ => 1000.0,
+                };
+                section += if number == 0.0 { 1.0 } else { number } * unit;
+                number = 0.0;
+            }
+            Tok::Unit('万') => {
+                total += (section + number) * 1e4;
+                section = 0.0;
+                number = 0.0;
+            }
+            Tok::Unit('亿') => {
+                total = (total + section + number) * 1e8;
+                section = 0.0;
+                number = 0.0;
+            }
+            Tok::Unit(_) => return None,
+        }
+    }
+    Some(total + section + number)
+}
+
+fn cn_digit(c: char) -> Option<u64> {
+    Some(match c {
+        '零' | '〇' => 0,
+        '一' | '壹' => 1,
+        '二' | '两' | '贰' => 2,
+        '三' | '叁' => 3,
+        '四' | '肆' => 4,
+        '五' | '伍' => 5,
+        '六' | '陆' => 6,
+        '七' | '柒' => 7,
+        '八' | '捌' => 8,
+        '九' | '玖' => 9,
+        _ => return None,
+    })
+}
+
+/// Chinese numerals made of digits and units, possibly mixed with ASCII digits before a
+/// unit (`36万7千`). Returns the written text and its value.
+pub fn chinese_numbers(text: &str) -> Vec<(String, f64)> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i].1;
+        if cn_digit(c).is_none() && c != '十' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut j = i;
+        while j < chars.len() && (cn_digit(chars[j].1).is_some() || is_cn_unit(chars[j].1)) {
+            j += 1;
+        }
+        let run: Vec<char> = chars[start..j].iter().map(|&(_, c)| c).collect();
+        if let Some(v) = parse_cn(&run) {
+            let end = chars.get(j).map(|&(b, _)| b).unwrap_or(text.len());
+            out.push((text[chars[start].0..end].to_string(), v));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+fn parse_cn(run: &[char]) -> Option<f64> {
+    if run.is_empty() {
+        return None;
+    }
+    // Digits only (二〇二四): positional.
+    if run.iter().all(|&c| cn_digit(c).is_some()) && run.len() > 1 {
+        let mut v = 0f64;
+        for &c in run {
+            v = v * 10.0 + cn_digit(c)? as f64;
+        }
+        return Some(v);
+    }
+    let tokens: Vec<Tok> = run
+        .iter()
+        .map(|&c| match cn_digit(c) {
+            Some(d) => Tok::Num(d as f64),
+            None => Tok::Unit(c),
+        })
+        .collect();
+    eval(&tokens)
+}
+
+/// Whether two values are the same number (relative tolerance for decimal scaling).
+pub fn same_value(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(target: &str, v: f64) -> bool {
+        target_values(target).iter().any(|&t| same_value(t, v))
+    }
+
+    #[test]
+    fn chinese_normalisation() {
+        let src = source_numbers("revenue of 367,000 and 150 million users, 128K context");
+        let vals: Vec<f64> = src.iter().map(|n| n.value).collect();
+        assert_eq!(vals, vec![367000.0, 150e6, 128000.0]);
+        assert!(has("收入 36.7万", 367000.0));
+        assert!(has("1.5亿用户", 150e6));
+        assert!(has("128K 上下文", 128000.0));
+        assert!(has("12.8万", 128000.0));
+        assert!(!has("12.8K 上下文", 128000.0));
+        assert!(has("三十六万七千", 367000.0));
+        assert!(has("第三章", 3.0));
+        assert!(has("两个", 2.0));
+        assert!(has("二〇二四年", 2024.0));
+        assert!(has("1亿2000万", 1.2e8));
+        assert!(has("36万7千", 367000.0));
+    }
+
+    #[test]
+    fn identifiers_and_versions() {
+        let v: Vec<f64> = source_numbers("GPT-4o, H100 and Qwen2.5-7B, 50%, 5m")
+            .iter()
+            .map(|n| n.value)
+            .collect();
+        assert_eq!(v, vec![4.0, 100.0, 2.5, 7e9, 50.0, 5.0]);
+        assert!(has("Qwen2.5-7B", 7e9));
+    }
+}

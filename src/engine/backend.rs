@@ -1,0 +1,147 @@
+//! The one interface agents use to reach a model: send a conversation whose stable prefix
+//! is marked, get text back with token and cache accounting. [`LocalBackend`] runs the
+//! on-device engine with the prefix cache; a remote OpenAI-compatible server can implement
+//! the same trait without touching the agents.
+
+use super::generate::{FinishReason, GenerationParams};
+use super::prefix_cache::disk::DiskPrefixCache;
+use super::prefix_cache::PrefixStore;
+use super::Engine;
+use crate::prompts::chat_template::Message;
+use crate::prompts::stable_prefix::{split_prompt, SplitPoint};
+use anyhow::Result;
+use std::time::Instant;
+
+/// One model call.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The conversation (the reply is generated after it).
+    pub messages: Vec<Message>,
+    /// Where per-call content starts; everything before it is the cacheable prefix.
+    pub split: SplitPoint,
+    /// Limits and sampling.
+    pub params: GenerationParams,
+}
+
+/// The reply and what it cost.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Completion {
+    /// Generated text.
+    pub text: String,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: usize,
+    /// Where the cached tokens came from: "memory", "disk" or "none".
+    pub cache_source: &'static str,
+    /// Generated tokens.
+    pub completion_tokens: usize,
+    /// Wall seconds for the call.
+    pub latency_seconds: f64,
+    /// Seconds to first token.
+    pub ttft_seconds: f64,
+    /// Why generation ended.
+    pub finish: FinishReason,
+}
+
+/// What agents need from a model.
+pub trait ChatBackend {
+    /// Generate a reply.
+    fn complete(&mut self, req: &ChatRequest) -> Result<Completion>;
+    /// Count tokens of a text (for budgets).
+    fn count_tokens(&self, text: &str) -> Result<usize>;
+    /// Name of the model (for logs).
+    fn model_name(&self) -> String;
+    /// Provider name (for logs): "local", or a server's name.
+    fn provider(&self) -> String;
+    /// Device description.
+    fn device_name(&self) -> String;
+}
+
+/// The on-device engine with an in-memory and (optionally) an on-disk prefix cache.
+pub struct LocalBackend {
+    /// The engine.
+    pub engine: Engine,
+    /// In-memory prefix entries.
+    pub store: PrefixStore,
+    /// On-disk prefix entries.
+    pub disk: Option<DiskPrefixCache>,
+}
+
+impl LocalBackend {
+    /// Wrap `engine` with a prefix store of `memory_budget` bytes and an optional disk cache.
+    pub fn new(engine: Engine, memory_budget: usize, disk: Option<DiskPrefixCache>) -> Result<Self> {
+        let salt = engine.fingerprint()?;
+        Ok(Self { store: PrefixStore::new(salt, memory_budget), engine, disk })
+    }
+}
+
+impl ChatBackend for LocalBackend {
+    fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
+        let start = Instant::now();
+        let split = split_prompt(&self.engine.template, &self.engine.tokenizer, &req.messages, req.split)?;
+        let tokens = &split.tokens;
+        let stable = split.stable_tokens;
+        let extra = tokens.len() - stable.min(tokens.len()) + req.params.max_new_tokens;
+        let engine = &self.engine;
+        let (mut cache, mut hit) = self.store.checkout(tokens, extra, || engine.new_cache())?;
+        let mut source = if hit > 0 { "memory" } else { "none" };
+        if hit < stable {
+            if let Some(disk) = &self.disk {
+                if let Some(c) = disk.load(self.store.salt(), &tokens[..stable], engine.config(), &engine.device, extra)? {
+                    self.store.stats.disk_hits += 1;
+                    self.store.insert(&c, stable)?;
+                    cache = c;
+                    hit = stable;
+                    source = "disk";
+                }
+            }
+        }
+        if hit < stable {
+            cache.truncate(hit);
+            engine.prefill(&mut cache, &tokens[hit..stable])?;
+            self.store.insert(&cache, stable)?;
+            if let Some(disk) = &self.disk {
+                if let Err(e) = disk.save(self.store.salt(), &cache) {
+                    eprintln!("warning: cannot save the prefix cache: {e:#}");
+                }
+            }
+        }
+        if hit == 0 {
+            self.store.stats.misses += 1;
+        }
+        let gen = engine.generate(&mut cache, tokens, &req.params, &mut |_| {})?;
+        self.store.stats.hit_tokens += hit;
+        self.store.stats.computed_tokens += tokens.len() - hit;
+        Ok(Completion {
+            text: gen.text,
+            prompt_tokens: tokens.len(),
+            cached_tokens: hit,
+            cache_source: source,
+            completion_tokens: gen.tokens.len(),
+            latency_seconds: start.elapsed().as_secs_f64(),
+            ttft_seconds: start.elapsed().as_secs_f64() - gen.decode_seconds,
+            finish: gen.finish,
+        })
+    }
+
+    fn count_tokens(&self, text: &str) -> Result<usize> {
+        Ok(self.engine.encode(text)?.len())
+    }
+
+    fn model_name(&self) -> String {
+        self.engine
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default()
+    }
+
+    fn provider(&self) -> String {
+        "local".into()
+    }
+
+    fn device_name(&self) -> String {
+        super::device::device_kind(&self.engine.device).to_string()
+    }
+}

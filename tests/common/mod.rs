@@ -1,0 +1,47 @@
+//! Shared helpers for tests on the real models (fetched on first use, then cached).
+#![allow(dead_code)]
+
+use quire::engine::{Engine, LoadOptions};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The fast Qwen2 model.
+pub const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+/// The Llama-architecture test model.
+pub const SMOL: &str = "smollm2-135m-instruct-q4_1";
+
+/// Path of a known model, fetching it if needed.
+pub fn model_path(name: &str) -> PathBuf {
+    quire::model_store::resolve_model(Some(name), true, true)
+        .unwrap_or_else(|e| panic!("cannot fetch {name}: {e:#}"))
+}
+
+fn load(name: &str) -> Engine {
+    Engine::load(&model_path(name), &candle_core::Device::Cpu, &LoadOptions::default())
+        .unwrap_or_else(|e| panic!("cannot load {name}: {e:#}"))
+}
+
+/// The Qwen engine, loaded once per test binary.
+pub fn qwen() -> &'static Engine {
+    static E: OnceLock<Engine> = OnceLock::new();
+    E.get_or_init(|| load(QWEN))
+}
+
+/// The SmolLM2 engine, loaded once per test binary.
+pub fn smol() -> &'static Engine {
+    static E: OnceLock<Engine> = OnceLock::new();
+    E.get_or_init(|| load(SMOL))
+}
+
+/// Both engines with their names.
+pub fn both() -> [(&'static str, &'static Engine); 2] {
+    [(QWEN, qwen()), (SMOL, smol())]
+}
+
+/// Largest absolute difference between two logit tensors.
+pub fn max_abs_diff(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
+    let a: Vec<f32> = a.to_vec1().unwrap();
+    let b: Vec<f32> = b.to_vec1().unwrap();
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
