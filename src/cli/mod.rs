@@ -1,10 +1,12 @@
 //! Command-line interface: one file per subcommand, each with its clap arguments and `run`
 //! returning the process exit code.
 
+pub mod bench;
 pub mod check;
 pub mod fetch;
 pub mod generate;
 pub mod inspect;
+pub mod translate;
 
 use crate::engine::{device::parse_device, Engine, LoadOptions};
 use anyhow::Result;
