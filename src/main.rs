@@ -29,7 +29,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Translate(args) => quire::cli::translate::run(args),
+        Command::Translate(args) => quire::cli::translate::run_cli(args),
         Command::Bench(args) => quire::cli::bench::run(args),
         Command::Generate(args) => quire::cli::generate::run(args),
         Command::Inspect(args) => quire::cli::inspect::run(args),

@@ -1,10 +1,180 @@
-//! `quire bench engine|prefix`: measurements printed side by side.
+//! `quire bench engine|prefix`: measurements printed side by side (tables on stdout,
+//! progress on stderr, `--json` for machines).
+
+use crate::bench::engine::{self, EngineBenchOptions, QuireRunner};
+use crate::bench::prefix::{self, PrefixBenchOptions};
+use crate::bench::sys;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+/// The model the benchmarks use unless told otherwise.
+pub const BENCH_DEFAULT_MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 
 /// Arguments of `quire bench`.
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// Which benchmark.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Prefill (512 and 2,048 tokens) and decode (128 tokens) speed, load time, cold time to
+    /// first token, peak RSS, and decode speed against the memory-bandwidth limit;
+    /// optionally side by side with llama.cpp.
+    Engine(EngineArgs),
+    /// Time to first token with prefix KV reuse vs full recompute over the parts of a book
+    /// behind one shared prefix; disk load vs recompute; logit differences; an SVG chart.
+    Prefix(PrefixArgs),
+}
+
+/// Arguments of `quire bench engine`.
+#[derive(clap::Args, Debug)]
+pub struct EngineArgs {
+    /// A .gguf path or a known model name.
+    #[arg(long, short = 'm', default_value = BENCH_DEFAULT_MODEL)]
+    pub model: String,
+    /// Threads for both engines (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Also run this engine on the same token ids (only `llama.cpp`, through
+    /// benches/llama_cpp_bench.py and the llama-cpp-python venv at $QUIRE_LLAMA_CPP_VENV or
+    /// ~/.cache/quire/llama-cpp-python/venv, created if missing).
+    #[arg(long, value_parser = ["llama.cpp"])]
+    pub compare: Option<String>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Best-of repeats for each measure.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Greedy tokens to decode after the 512-token prompt.
+    #[arg(long, default_value_t = engine::DECODE_TOKENS)]
+    pub decode_tokens: usize,
+    /// Measure Quire in this process instead of a child process (peak RSS then covers the
+    /// whole benchmark).
+    #[arg(long)]
+    pub in_process: bool,
+    /// Internal: run Quire's measurements on these token ids and print JSON.
+    #[arg(long, hide = true)]
+    pub worker_ids: Option<PathBuf>,
+}
+
+/// Arguments of `quire bench prefix`.
+#[derive(clap::Args, Debug)]
+pub struct PrefixArgs {
+    /// A .gguf path or a known model name.
+    #[arg(long, short = 'm', default_value = BENCH_DEFAULT_MODEL)]
+    pub model: String,
+    /// Length of the shared prefix in tokens (guide + glossary, padded).
+    #[arg(long, default_value_t = 1500)]
+    pub prefix_tokens: usize,
+    /// Number of parts (default: every translatable unit of the book; synthetic parts
+    /// are added if the book has fewer).
+    #[arg(long)]
+    pub parts: Option<usize>,
+    /// Recompute (full prefill) only the first K parts; the totals and speedups cover
+    /// those K. A full recompute takes minutes per part on a small CPU; raise it (or pass a
+    /// large number for all parts) on a fast machine.
+    #[arg(long, default_value_t = prefix::DEFAULT_MAX_RECOMPUTE)]
+    pub max_recompute: usize,
+    /// Book to take the parts from (default: the bundled examples/sample-book).
+    #[arg(long)]
+    pub book: Option<PathBuf>,
+    /// Unit budget (estimated tokens) used to segment the book.
+    #[arg(long, default_value_t = 400)]
+    pub unit_tokens: usize,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Where to write the per-part TTFT chart.
+    #[arg(long, default_value = "target/quire-bench/prefix.svg")]
+    pub svg: PathBuf,
+    /// Do not write the chart.
+    #[arg(long)]
+    pub no_svg: bool,
+    /// Directory for the on-disk prefix cache (default: a temporary directory, removed).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Also report prefill tokens/s at 512, 2,048 and 4,096 tokens.
+    #[arg(long)]
+    pub prefill_scaling: bool,
+    /// Threads (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
 
 /// Run `quire bench`.
-pub fn run(_args: BenchArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: BenchArgs) -> Result<i32> {
+    match args.command {
+        BenchCommand::Engine(a) => run_engine(a),
+        BenchCommand::Prefix(a) => run_prefix(a),
+    }
+}
+
+fn run_engine(a: EngineArgs) -> Result<i32> {
+    let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
+    let model =
+        crate::model_store::resolve_model(Some(&a.model), true, a.json || a.worker_ids.is_some())?;
+    if let Some(ids_file) = &a.worker_ids {
+        sys::use_threads(threads);
+        let ids: Vec<u32> = serde_json::from_slice(
+            &std::fs::read(ids_file)
+                .with_context(|| format!("cannot read {}", ids_file.display()))?,
+        )?;
+        let n = engine::measure_quire(
+            &model,
+            &ids,
+            engine::SHORT_PROMPT,
+            a.decode_tokens,
+            a.repeats,
+            "Quire worker process only",
+        )?;
+        println!("{}", serde_json::to_string(&n)?);
+        return Ok(0);
+    }
+    let quire = if a.in_process {
+        QuireRunner::InProcess
+    } else {
+        QuireRunner::Child(std::env::current_exe().context("cannot find this executable")?)
+    };
+    let report = engine::run(&EngineBenchOptions {
+        model,
+        threads,
+        repeats: a.repeats.max(1),
+        decode_tokens: a.decode_tokens,
+        compare_llama_cpp: a.compare.is_some(),
+        quire,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", engine::render_text(&report));
+    }
+    Ok(0)
+}
+
+fn run_prefix(a: PrefixArgs) -> Result<i32> {
+    let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
+    let model = crate::model_store::resolve_model(Some(&a.model), true, a.json)?;
+    let report = prefix::run(&PrefixBenchOptions {
+        model,
+        prefix_tokens: a.prefix_tokens,
+        parts: a.parts,
+        max_recompute: Some(a.max_recompute),
+        book: a.book,
+        unit_tokens: a.unit_tokens,
+        cache_dir: a.cache_dir,
+        svg: (!a.no_svg).then_some(a.svg),
+        prefill_scaling: a.prefill_scaling,
+        threads,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", prefix::render_text(&report));
+    }
+    Ok(0)
 }

@@ -1,10 +1,139 @@
-//! `quire translate`: translate a Markdown book on this device.
+//! `quire translate [INPUT] --out DIR`: translate a Markdown book on this device.
+
+use crate::translate::{run, Mode, ProgressMode, TranslateOptions};
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Arguments of `quire translate`.
 #[derive(clap::Args, Debug)]
-pub struct TranslateArgs {}
+pub struct TranslateArgs {
+    /// A .md file or a directory of chapters; default: the bundled sample book.
+    pub input: Option<PathBuf>,
+    /// Output directory (book/, glossary.json, reports, run.json, checkpoint).
+    #[arg(long, short, default_value = "out")]
+    pub out: PathBuf,
+    /// Source language.
+    #[arg(long, default_value = "en")]
+    pub from: String,
+    /// Target language.
+    #[arg(long, default_value = "zh-CN")]
+    pub to: String,
+    /// House glossary: JSON list of {"en","zh","pos","context"} (or {"source","target"}), or TOML.
+    #[arg(long)]
+    pub glossary: Option<PathBuf>,
+    /// Translation guide (default: the built-in guide for Chinese).
+    #[arg(long)]
+    pub guide: Option<PathBuf>,
+    /// Model: a .gguf path, a known name, or a Hugging Face repo id.
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// auto, cpu, cuda, cuda:N or metal.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Chat template override (name from chat-templates/ or a file).
+    #[arg(long)]
+    pub chat_template: Option<String>,
+    /// Token budget per translation unit.
+    #[arg(long, default_value_t = 300)]
+    pub unit_tokens: usize,
+    /// Print the plan, units, token budget per agent and an estimated time; load no model.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// orchestrated (default) or single (one growing conversation, for comparison).
+    #[arg(long, value_enum, default_value = "orchestrated")]
+    pub mode: Mode,
+    /// Stop cleanly after this many generated tokens (rerun to continue).
+    #[arg(long)]
+    pub max_new_tokens_total: Option<usize>,
+    /// Stop cleanly after this long: seconds, or with a unit (90s, 20m, 2h).
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Most glossary candidates proposed to the model.
+    #[arg(long, default_value_t = 8)]
+    pub glossary_terms: usize,
+    /// Also have the model review every Nth clean unit (0: flagged units only).
+    #[arg(long, default_value_t = 4)]
+    pub review_every: usize,
+    /// No progress bar; only the final summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Progress as JSON lines on stdout (for scripts).
+    #[arg(long, conflicts_with = "quiet")]
+    pub json_lines: bool,
+    /// Prefix KV cache directory (default: the user cache dir).
+    #[arg(long)]
+    pub prefix_cache_dir: Option<PathBuf>,
+    /// Do not keep prefix KV caches on disk.
+    #[arg(long)]
+    pub no_disk_cache: bool,
+}
+
+/// Parse "90", "90s", "20m", "2h".
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1.0),
+        Some('m') => (&s[..s.len() - 1], 60.0),
+        Some('h') => (&s[..s.len() - 1], 3600.0),
+        _ => (s, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
+        _ => bail!("bad --deadline {s:?}: use seconds or a number with s, m or h (e.g. 20m)"),
+    }
+}
 
 /// Run `quire translate`.
-pub fn run(_args: TranslateArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+pub fn run_cli(args: TranslateArgs) -> Result<i32> {
+    let opts = TranslateOptions {
+        input: args.input,
+        out: args.out,
+        source_lang: args.from,
+        target_lang: args.to,
+        glossary: args.glossary,
+        guide: args.guide,
+        model: args.model,
+        device: args.device,
+        chat_template: args.chat_template,
+        unit_tokens: args.unit_tokens.max(32),
+        dry_run: args.dry_run,
+        mode: args.mode,
+        max_new_tokens_total: args.max_new_tokens_total,
+        deadline: args.deadline.as_deref().map(parse_duration).transpose()?,
+        glossary_terms: args.glossary_terms,
+        review_every: args.review_every,
+        progress: if args.json_lines {
+            ProgressMode::JsonLines
+        } else if args.quiet {
+            ProgressMode::Quiet
+        } else {
+            ProgressMode::Bar
+        },
+        prefix_cache_dir: if args.no_disk_cache {
+            None
+        } else {
+            Some(args.prefix_cache_dir.unwrap_or_else(crate::engine::prefix_cache::disk::default_dir))
+        },
+    };
+    let json = opts.progress == ProgressMode::JsonLines;
+    let Some(s) = run(&opts)? else { return Ok(0) };
+    if json {
+        println!("{}", serde_json::json!({"event": "summary", "summary": s}));
+    } else {
+        eprintln!(
+            "\n{} — {} of {} units passed, {} revised, {} blocked, {} reused from memory{}",
+            if s.complete { "done" } else { "stopped" },
+            s.passed, s.units, s.revised, s.blocked, s.reused,
+            if s.remaining > 0 { format!(", {} left", s.remaining) } else { String::new() }
+        );
+        eprintln!(
+            "structure/QA errors: {} | house-term adherence: {:.1}% | calls: {} | cache-hit rate: {:.0}% | {:.1} tok/s | wall {:.0}s | context peak {} tokens | manager state peak {} bytes",
+            s.qa_errors, s.house_term_adherence, s.calls, s.cache_hit_rate * 100.0, s.tokens_per_second, s.wall_seconds,
+            s.context_peak_tokens, s.manager_context_peak_bytes
+        );
+        let o = s.out_dir.display();
+        eprintln!("files: {o}/book/  {o}/glossary.json  {o}/proofreading_report.md  {o}/run.json  {o}/orchestration_checkpoint.json");
+    }
+    Ok(if s.complete && s.blocked == 0 && s.qa_errors == 0 { 0 } else if s.complete { 1 } else { 3 })
 }

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod gguf;
 pub mod kv_cache;
 pub mod prefix_cache;
+pub mod requant;
 pub mod sampling;
 pub mod tokenizer;
 

@@ -1,1 +1,15 @@
-//! TODO
+//! Translating a book: the manager (deterministic code, not a model) plans the units, runs
+//! the glossary → translate → proofread → revise agents through the [`ChatBackend`],
+//! checkpoints after every unit and resumes without redoing finished work.
+//!
+//! Files in the output directory: `book/` (translated chapters), `glossary.json`,
+//! `proofreading_report.json` and `.md`, `run.json` (every model call), the checkpoint,
+//! and `memory/` (the translation memory: one file per finished unit, keyed by the unit's
+//! content, the glossary, the guide, the model and the generation parameters).
+
+pub mod checkpoint;
+pub mod glossary_agent;
+pub mod manager;
+pub mod sample_book;
+
+pub use manager::{run, Mode, ProgressMode, TranslateOptions};

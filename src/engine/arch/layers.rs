@@ -23,7 +23,8 @@ pub struct Linear {
 impl Linear {
     /// Load `{name}.weight` (and `{name}.bias` when `bias` is true).
     pub fn load(gguf: &mut GgufFile, name: &str, bias: bool, device: &Device) -> Result<Self> {
-        let w = QMatMul::from_qtensor(gguf.tensor(&format!("{name}.weight"), device)?)?;
+        let t = crate::engine::requant::for_fast_cpu(gguf.tensor(&format!("{name}.weight"), device)?, device)?;
+        let w = QMatMul::from_qtensor(t)?;
         let b = if bias {
             Some(
                 gguf.tensor(&format!("{name}.bias"), device)?

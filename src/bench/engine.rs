@@ -1,0 +1,759 @@
+//! `quire bench engine`: Quire's prefill and decode speed against llama.cpp on the same
+//! token ids, and against the decode limit set by the machine's memory bandwidth.
+//!
+//! Measures, on the CPU:
+//! * prefill tokens/s for a 512- and a 2,048-token prompt (best of R, fresh KV cache each);
+//! * decode tokens/s for exactly N greedy tokens after the 512-token prompt (a loop of
+//!   `model.forward` + argmax that does not stop at EOS);
+//! * model load time, and the time to first token of a cold start (load + the first,
+//!   cold, 512-token prefill + the first argmax);
+//! * peak RSS (`VmHWM`) of the process that ran Quire — a child process of the same binary
+//!   when run from the CLI, so the number is Quire's alone;
+//! * read bandwidth of memory (all threads used) and the decode limit it implies: bandwidth
+//!   ÷ bytes of weights read per token (every tensor except the embedding table, of which a
+//!   token reads one row — unless the output projection is tied to it, then it is read in
+//!   full).
+//!
+//! llama.cpp runs through `benches/llama_cpp_bench.py` with the Python of a venv that has
+//! llama-cpp-python.
+
+use super::sys::{self, Bandwidth, Machine};
+use super::{argmax, fmt_opt, prompt_ids, ratio, table};
+use crate::engine::gguf::GgufFile;
+use crate::engine::kv_cache::KvCache;
+use crate::engine::tokenizer::Tokenizer;
+use crate::engine::{Engine, LoadOptions};
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Tokens of the short prompt (prefill, and the context before decoding).
+pub const SHORT_PROMPT: usize = 512;
+/// Tokens of the long prompt.
+pub const LONG_PROMPT: usize = 2048;
+/// Greedy tokens decoded after the short prompt.
+pub const DECODE_TOKENS: usize = 128;
+/// llama-cpp-python version installed when the venv has to be created (the version the
+/// baseline was first measured with).
+pub const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
+
+/// How to run Quire's side of the benchmark.
+#[derive(Debug, Clone)]
+pub enum QuireRunner {
+    /// In this process (peak RSS is this process's, whatever else it did).
+    InProcess,
+    /// In a child process: this executable run as `EXE bench engine --worker-ids FILE ...`
+    /// (the hidden worker mode of `quire bench engine`), so peak RSS is Quire's alone and
+    /// the start is really cold.
+    Child(PathBuf),
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct EngineBenchOptions {
+    /// GGUF file.
+    pub model: PathBuf,
+    /// Threads for both engines.
+    pub threads: usize,
+    /// Best-of repeats for each measure.
+    pub repeats: usize,
+    /// Greedy tokens to decode.
+    pub decode_tokens: usize,
+    /// Also run llama.cpp.
+    pub compare_llama_cpp: bool,
+    /// Where Quire runs.
+    pub quire: QuireRunner,
+}
+
+/// Quire's numbers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuireNumbers {
+    /// Seconds to load the model (GGUF parse, tokenizer, template, weights).
+    pub load_s: f64,
+    /// Load + first (cold) prefill of the short prompt + first argmax.
+    pub cold_ttft_s: f64,
+    /// Best seconds to prefill the short prompt.
+    pub prefill_short_s: f64,
+    /// Short-prompt prefill rate (tokens/s).
+    pub prefill_short_tok_s: f64,
+    /// Best seconds to prefill the long prompt.
+    pub prefill_long_s: f64,
+    /// Long-prompt prefill rate (tokens/s).
+    pub prefill_long_tok_s: f64,
+    /// Best seconds for the decode loop.
+    pub decode_s: f64,
+    /// Decode rate (tokens/s).
+    pub decode_tok_s: f64,
+    /// Tokens decoded per run.
+    pub decode_tokens: usize,
+    /// Peak resident set size in MiB.
+    pub peak_rss_mib: Option<f64>,
+    /// Which process the peak RSS covers.
+    pub peak_rss_scope: String,
+    /// Threads rayon used.
+    pub threads: usize,
+}
+
+/// llama.cpp's numbers, from two runs of the Python script.
+#[derive(Debug, Clone, Serialize)]
+pub struct LlamaCppNumbers {
+    /// "llama-cpp-python X.Y.Z".
+    pub engine: String,
+    /// Seconds to load the model and create the context (short-prompt run).
+    pub load_s: f64,
+    /// Short-prompt prefill rate.
+    pub prefill_short_tok_s: f64,
+    /// Long-prompt prefill rate.
+    pub prefill_long_tok_s: f64,
+    /// Decode rate after the short prompt.
+    pub decode_tok_s: f64,
+    /// Peak RSS of the Python process, MiB (larger of the two runs).
+    pub peak_rss_mib: Option<f64>,
+    /// The script's raw output for each run.
+    pub raw: Vec<serde_json::Value>,
+}
+
+/// Bytes of weights a decode step reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightBytes {
+    /// Size of the GGUF file.
+    pub file_bytes: u64,
+    /// Bytes of all tensors.
+    pub tensor_bytes: u64,
+    /// Bytes of `token_embd.weight`.
+    pub embedding_bytes: u64,
+    /// Whether the output projection is the embedding table (no `output.weight`).
+    pub tied_output: bool,
+    /// Bytes read per decoded token: all tensors, less the embedding table unless tied.
+    pub per_token_bytes: u64,
+}
+
+/// Weight bytes read per decoded token, from the GGUF tensor table.
+pub fn weight_bytes(gguf: &GgufFile) -> WeightBytes {
+    let bytes = |info: &candle_core::quantized::gguf_file::TensorInfo| -> u64 {
+        (info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size())
+            as u64
+    };
+    let tensor_bytes: u64 = gguf.content.tensor_infos.values().map(bytes).sum();
+    let embedding_bytes = gguf
+        .content
+        .tensor_infos
+        .get("token_embd.weight")
+        .map(bytes)
+        .unwrap_or(0);
+    let tied_output = !gguf.has_tensor("output.weight");
+    WeightBytes {
+        file_bytes: gguf.file_len,
+        tensor_bytes,
+        embedding_bytes,
+        tied_output,
+        per_token_bytes: if tied_output {
+            tensor_bytes
+        } else {
+            tensor_bytes - embedding_bytes
+        },
+    }
+}
+
+/// Everything `quire bench engine` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineReport {
+    /// Model file name.
+    pub model: String,
+    /// Model path.
+    pub model_path: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Best-of repeats.
+    pub repeats: usize,
+    /// Short prompt tokens.
+    pub short_prompt_tokens: usize,
+    /// Long prompt tokens.
+    pub long_prompt_tokens: usize,
+    /// Quire.
+    pub quire: QuireNumbers,
+    /// llama.cpp, when compared and it ran.
+    pub llama_cpp: Option<LlamaCppNumbers>,
+    /// Why llama.cpp has no numbers, when compared and it did not run.
+    pub llama_cpp_error: Option<String>,
+    /// Quire ÷ llama.cpp prefill rate, 512-token prompt.
+    pub prefill_ratio_512: Option<f64>,
+    /// Quire ÷ llama.cpp prefill rate, 2,048-token prompt.
+    pub prefill_ratio_2048: Option<f64>,
+    /// Quire ÷ llama.cpp decode rate.
+    pub decode_ratio: Option<f64>,
+    /// Quire ÷ llama.cpp load seconds (lower is better for Quire).
+    pub load_ratio: Option<f64>,
+    /// Quire ÷ llama.cpp peak RSS (lower is better for Quire).
+    pub peak_rss_ratio: Option<f64>,
+    /// Measured memory bandwidth.
+    pub bandwidth: Bandwidth,
+    /// Same, GB/s.
+    pub bandwidth_gb_s: f64,
+    /// Weight bytes.
+    pub weights: WeightBytes,
+    /// Bytes of weights read per decoded token.
+    pub weight_bytes_per_token: u64,
+    /// KV-cache bytes read per decoded token at the short prompt's length (f32, not in the limit).
+    pub kv_bytes_per_token_at_short: u64,
+    /// Decode limit: bandwidth ÷ weight bytes per token (tokens/s).
+    pub decode_limit_tok_s: f64,
+    /// Quire's decode rate as a percentage of the limit.
+    pub quire_decode_pct_of_limit: f64,
+    /// llama.cpp's decode rate as a percentage of the limit.
+    pub llama_cpp_decode_pct_of_limit: Option<f64>,
+}
+
+/// Quire's measurements on `ids` (the long prompt; its first `short` tokens are the short
+/// one). Loads the model itself, so the first prefill is a cold start.
+pub fn measure_quire(
+    model: &Path,
+    ids: &[u32],
+    short: usize,
+    decode: usize,
+    repeats: usize,
+    rss_scope: &str,
+) -> Result<QuireNumbers> {
+    anyhow::ensure!(
+        short <= ids.len() && short > 0,
+        "short prompt longer than the prompt"
+    );
+    let t0 = Instant::now();
+    let engine = Engine::load(model, &Device::Cpu, &LoadOptions::default())?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let cfg = engine.config().clone();
+    anyhow::ensure!(
+        ids.len() + 16 <= cfg.context_length && short + decode + 16 <= cfg.context_length,
+        "the model's context ({}) is too short for this benchmark",
+        cfg.context_length
+    );
+    eprintln!("quire: loaded {} in {load_s:.2}s", model.display());
+    let repeats = repeats.max(1);
+    let (mut best_short, mut best_decode, mut best_long) =
+        (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let mut cold_ttft_s = f64::NAN;
+    for r in 0..repeats {
+        let mut cache = KvCache::with_capacity(&cfg, &engine.device, short + decode + 16)?;
+        let t = Instant::now();
+        let mut logits = engine.prefill(&mut cache, &ids[..short])?;
+        let prefill = t.elapsed().as_secs_f64();
+        let mut next = argmax(&logits)?;
+        if r == 0 {
+            cold_ttft_s = load_s + t.elapsed().as_secs_f64();
+        }
+        best_short = best_short.min(prefill);
+        let t = Instant::now();
+        for _ in 0..decode {
+            logits = engine.model.forward(&[next], &mut cache)?;
+            next = argmax(&logits)?;
+        }
+        let dec = t.elapsed().as_secs_f64();
+        best_decode = best_decode.min(dec);
+        eprintln!(
+            "quire: run {}/{repeats}: prefill {short} tokens {prefill:.2}s ({:.1} tok/s), decode {decode} tokens {dec:.2}s ({:.1} tok/s)",
+            r + 1,
+            short as f64 / prefill,
+            decode as f64 / dec
+        );
+    }
+    for r in 0..repeats {
+        let mut cache = KvCache::with_capacity(&cfg, &engine.device, ids.len() + 16)?;
+        let t = Instant::now();
+        engine.prefill(&mut cache, ids)?;
+        let dt = t.elapsed().as_secs_f64();
+        best_long = best_long.min(dt);
+        eprintln!(
+            "quire: run {}/{repeats}: prefill {} tokens {dt:.2}s ({:.1} tok/s)",
+            r + 1,
+            ids.len(),
+            ids.len() as f64 / dt
+        );
+    }
+    Ok(QuireNumbers {
+        load_s,
+        cold_ttft_s,
+        prefill_short_s: best_short,
+        prefill_short_tok_s: short as f64 / best_short,
+        prefill_long_s: best_long,
+        prefill_long_tok_s: ids.len() as f64 / best_long,
+        decode_s: best_decode,
+        decode_tok_s: if decode > 0 {
+            decode as f64 / best_decode
+        } else {
+            f64::NAN
+        },
+        decode_tokens: decode,
+        peak_rss_mib: sys::peak_rss_mib(),
+        peak_rss_scope: rss_scope.to_string(),
+        threads: rayon::current_num_threads(),
+    })
+}
+
+/// The benchmark's prompt: `n` token ids of deterministic English text.
+pub fn bench_ids(model: &Path, n: usize) -> Result<Vec<u32>> {
+    let gguf = GgufFile::open(model)?;
+    let tok = Tokenizer::for_model(&gguf)?;
+    prompt_ids(|t| tok.encode(t), n)
+}
+
+/// Where the llama.cpp baseline script is.
+pub fn llama_script() -> Option<PathBuf> {
+    [
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/llama_cpp_bench.py"),
+        PathBuf::from("benches/llama_cpp_bench.py"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// The venv directory for llama-cpp-python: `$QUIRE_LLAMA_CPP_VENV` (a venv directory, or
+/// its python executable), else `~/.cache/quire/llama-cpp-python/venv`.
+pub fn llama_python_path() -> PathBuf {
+    if let Some(v) = std::env::var_os("QUIRE_LLAMA_CPP_VENV").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(v);
+        return if p.is_file() {
+            p
+        } else {
+            p.join("bin").join("python")
+        };
+    }
+    dirs::home_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".cache/quire/llama-cpp-python/venv/bin/python")
+}
+
+fn has_llama_cpp(python: &Path) -> bool {
+    python.is_file()
+        && Command::new(python)
+            .args(["-c", "import llama_cpp, numpy"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// A python that can `import llama_cpp`: the configured venv, created (and
+/// llama-cpp-python built from source) if it is missing.
+pub fn ensure_llama_python() -> Result<PathBuf> {
+    let python = llama_python_path();
+    if has_llama_cpp(&python) {
+        return Ok(python);
+    }
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .context("cannot tell the venv directory from the python path")?
+        .to_path_buf();
+    eprintln!(
+        "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} (it compiles llama.cpp: about 15 minutes on 2 cores)",
+        python.display(),
+        venv.display()
+    );
+    if !python.is_file() {
+        let sys_python = ["python3", "python"]
+            .into_iter()
+            .find(|p| {
+                Command::new(p)
+                    .arg("--version")
+                    .stdout(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+            .context("no python3 on PATH to create the venv with")?;
+        let st = Command::new(sys_python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()?;
+        if !st.success() {
+            bail!("`{sys_python} -m venv {}` failed", venv.display());
+        }
+    }
+    let pip = venv.join("bin").join("pip");
+    let st = Command::new(&pip)
+        .args([
+            "install",
+            "-q",
+            &format!("llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"),
+            "numpy",
+        ])
+        .env(
+            "CMAKE_ARGS",
+            "-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF",
+        )
+        .env(
+            "CMAKE_BUILD_PARALLEL_LEVEL",
+            sys::logical_cpus().to_string(),
+        )
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", pip.display()))?;
+    if !st.success() || !has_llama_cpp(&python) {
+        bail!(
+            "installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} into {} failed",
+            venv.display()
+        );
+    }
+    Ok(python)
+}
+
+fn run_llama_script(
+    python: &Path,
+    script: &Path,
+    model: &Path,
+    threads: usize,
+    ids_file: &Path,
+    decode: usize,
+    repeats: usize,
+) -> Result<serde_json::Value> {
+    let out = Command::new(python)
+        .arg(script)
+        .arg("--model")
+        .arg(model)
+        .args(["--threads", &threads.to_string()])
+        .arg("--prompt-ids")
+        .arg(ids_file)
+        .args([
+            "--decode",
+            &decode.to_string(),
+            "--repeats",
+            &repeats.to_string(),
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !out.status.success() {
+        bail!("{} exited with {}", script.display(), out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line in the script's output")?;
+    serde_json::from_str(line).with_context(|| format!("cannot parse the script's output: {line}"))
+}
+
+fn num(v: &serde_json::Value, key: &str) -> Result<f64> {
+    v.get(key)
+        .and_then(|x| x.as_f64())
+        .with_context(|| format!("llama.cpp script output lacks a number `{key}`: {v}"))
+}
+
+/// llama.cpp on the same ids: one run with the short prompt and decoding, one with the long
+/// prompt and no decoding.
+pub fn measure_llama_cpp(
+    python: &Path,
+    model: &Path,
+    threads: usize,
+    ids: &[u32],
+    short: usize,
+    decode: usize,
+    repeats: usize,
+) -> Result<LlamaCppNumbers> {
+    let script =
+        llama_script().context("benches/llama_cpp_bench.py not found (run from the repository)")?;
+    let dir = tempfile::tempdir()?;
+    let short_file = dir.path().join("ids_short.json");
+    let long_file = dir.path().join("ids_long.json");
+    std::fs::write(&short_file, serde_json::to_vec(&ids[..short])?)?;
+    std::fs::write(&long_file, serde_json::to_vec(ids)?)?;
+    eprintln!("llama.cpp: {short}-token prompt + {decode} decoded tokens, best of {repeats}");
+    let a = run_llama_script(
+        python,
+        &script,
+        model,
+        threads,
+        &short_file,
+        decode,
+        repeats,
+    )?;
+    eprintln!("llama.cpp: {}-token prompt, best of {repeats}", ids.len());
+    let b = run_llama_script(python, &script, model, threads, &long_file, 0, repeats)?;
+    let rss = [a.get("peak_rss_mib"), b.get("peak_rss_mib")]
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_f64())
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    Ok(LlamaCppNumbers {
+        engine: a
+            .get("engine")
+            .and_then(|v| v.as_str())
+            .unwrap_or("llama.cpp")
+            .to_string(),
+        load_s: num(&a, "load_s")?,
+        prefill_short_tok_s: num(&a, "prefill_tok_s")?,
+        prefill_long_tok_s: num(&b, "prefill_tok_s")?,
+        decode_tok_s: if decode > 0 {
+            num(&a, "decode_tok_s")?
+        } else {
+            f64::NAN
+        },
+        peak_rss_mib: rss,
+        raw: vec![a, b],
+    })
+}
+
+fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result<QuireNumbers> {
+    let dir = tempfile::tempdir()?;
+    let ids_file = dir.path().join("ids.json");
+    std::fs::write(&ids_file, serde_json::to_vec(ids)?)?;
+    let out = Command::new(exe)
+        .args(["bench", "engine", "--model"])
+        .arg(&opts.model)
+        .args([
+            "--threads",
+            &opts.threads.to_string(),
+            "--repeats",
+            &opts.repeats.to_string(),
+        ])
+        .args(["--decode-tokens", &opts.decode_tokens.to_string()])
+        .arg("--worker-ids")
+        .arg(&ids_file)
+        .env("RAYON_NUM_THREADS", opts.threads.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", exe.display()))?;
+    if !out.status.success() {
+        bail!("the Quire worker process exited with {}", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON from the Quire worker")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// Run the whole engine benchmark.
+pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
+    let threads = opts.threads.max(1);
+    if matches!(opts.quire, QuireRunner::InProcess) {
+        sys::use_threads(threads);
+    }
+    let machine = Machine::detect(threads);
+    let gguf = GgufFile::open(&opts.model)?;
+    let weights = weight_bytes(&gguf);
+    let cfg = crate::engine::arch::ModelConfig::from_gguf(&gguf)?;
+    drop(gguf);
+    let ids = bench_ids(&opts.model, LONG_PROMPT)?;
+
+    // Settle llama.cpp's python first: creating it compiles for minutes and must not
+    // overlap with the measurements.
+    let mut llama_error = None;
+    let python = if opts.compare_llama_cpp {
+        match ensure_llama_python() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("warning: llama.cpp comparison unavailable: {e:#}");
+                llama_error = Some(format!("{e:#}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let quire = match &opts.quire {
+        QuireRunner::InProcess => measure_quire(
+            &opts.model,
+            &ids,
+            SHORT_PROMPT,
+            opts.decode_tokens,
+            opts.repeats,
+            "whole benchmark process",
+        )?,
+        QuireRunner::Child(exe) => run_quire_child(exe, opts, &ids)?,
+    };
+
+    eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5");
+    let bandwidth = sys::memory_bandwidth(threads, 512, 5);
+
+    let llama = match &python {
+        Some(py) => match measure_llama_cpp(
+            py,
+            &opts.model,
+            threads,
+            &ids,
+            SHORT_PROMPT,
+            opts.decode_tokens,
+            opts.repeats,
+        ) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                eprintln!("warning: llama.cpp run failed: {e:#}");
+                llama_error = Some(format!("{e:#}"));
+                None
+            }
+        },
+        None => None,
+    };
+
+    let limit = bandwidth.read_gb_s * 1e9 / weights.per_token_bytes as f64;
+    let l = llama.as_ref();
+    Ok(EngineReport {
+        model: opts
+            .model
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        model_path: opts.model.display().to_string(),
+        machine,
+        repeats: opts.repeats,
+        short_prompt_tokens: SHORT_PROMPT,
+        long_prompt_tokens: ids.len(),
+        prefill_ratio_512: ratio(
+            Some(quire.prefill_short_tok_s),
+            l.map(|l| l.prefill_short_tok_s),
+        ),
+        prefill_ratio_2048: ratio(
+            Some(quire.prefill_long_tok_s),
+            l.map(|l| l.prefill_long_tok_s),
+        ),
+        decode_ratio: ratio(Some(quire.decode_tok_s), l.map(|l| l.decode_tok_s)),
+        load_ratio: ratio(Some(quire.load_s), l.map(|l| l.load_s)),
+        peak_rss_ratio: ratio(quire.peak_rss_mib, l.and_then(|l| l.peak_rss_mib)),
+        bandwidth_gb_s: bandwidth.read_gb_s,
+        bandwidth,
+        weight_bytes_per_token: weights.per_token_bytes,
+        kv_bytes_per_token_at_short: (cfg.kv_bytes_per_token() * SHORT_PROMPT) as u64,
+        weights,
+        decode_limit_tok_s: limit,
+        quire_decode_pct_of_limit: 100.0 * quire.decode_tok_s / limit,
+        llama_cpp_decode_pct_of_limit: l.map(|l| 100.0 * l.decode_tok_s / limit),
+        quire,
+        llama_cpp: llama,
+        llama_cpp_error: llama_error,
+    })
+}
+
+/// The report as text tables.
+pub fn render_text(r: &EngineReport) -> String {
+    let q = &r.quire;
+    let l = r.llama_cpp.as_ref();
+    let row = |name: String,
+               qv: Option<f64>,
+               lv: Option<f64>,
+               digits: usize,
+               better: &str|
+     -> Vec<String> {
+        vec![
+            name,
+            fmt_opt(qv, digits),
+            fmt_opt(lv, digits),
+            fmt_opt(ratio(qv, lv), 2),
+            better.to_string(),
+        ]
+    };
+    let rows = vec![
+        row(
+            format!("prefill {} tok (tok/s)", r.short_prompt_tokens),
+            Some(q.prefill_short_tok_s),
+            l.map(|l| l.prefill_short_tok_s),
+            1,
+            "higher",
+        ),
+        row(
+            format!("prefill {} tok (tok/s)", r.long_prompt_tokens),
+            Some(q.prefill_long_tok_s),
+            l.map(|l| l.prefill_long_tok_s),
+            1,
+            "higher",
+        ),
+        row(
+            format!("decode {} tok (tok/s)", q.decode_tokens),
+            Some(q.decode_tok_s),
+            l.map(|l| l.decode_tok_s),
+            2,
+            "higher",
+        ),
+        row(
+            "model load (s)".into(),
+            Some(q.load_s),
+            l.map(|l| l.load_s),
+            3,
+            "lower",
+        ),
+        row(
+            "cold TTFT, 512 tok (s)".into(),
+            Some(q.cold_ttft_s),
+            None,
+            3,
+            "lower",
+        ),
+        row(
+            "peak RSS (MiB)".into(),
+            q.peak_rss_mib,
+            l.and_then(|l| l.peak_rss_mib),
+            0,
+            "lower",
+        ),
+    ];
+    let mut s = String::new();
+    s.push_str(&format!(
+        "model    {} ({:.1} MB file)\n",
+        r.model,
+        r.weights.file_bytes as f64 / 1e6
+    ));
+    s.push_str(&format!("machine  {}\n", r.machine.describe()));
+    s.push_str(&format!(
+        "method   CPU, same {}/{} token ids for both engines, best of {}, greedy decode of exactly {} tokens after the {}-token prompt\n\n",
+        r.short_prompt_tokens, r.long_prompt_tokens, r.repeats, q.decode_tokens, r.short_prompt_tokens
+    ));
+    s.push_str(&table(
+        &[
+            "measure",
+            "Quire",
+            l.map(|l| l.engine.as_str()).unwrap_or("llama.cpp"),
+            "Quire ÷ llama.cpp",
+            "better",
+        ],
+        &rows,
+    ));
+    if let Some(e) = &r.llama_cpp_error {
+        s.push_str(&format!("\nllama.cpp: not measured ({e})\n"));
+    }
+    s.push_str(&format!(
+        "\npeak RSS of Quire covers: {}; llama.cpp's is its Python process (ru_maxrss). Model file in the OS page cache (warm disk).\n",
+        q.peak_rss_scope
+    ));
+    let w = &r.weights;
+    s.push_str(&format!(
+        "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context (f32; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
+        r.bandwidth.read_gb_s,
+        r.bandwidth.threads,
+        r.bandwidth.buffer_mib,
+        r.bandwidth.runs,
+        w.per_token_bytes as f64 / 1e6,
+        w.tensor_bytes as f64 / 1e6,
+        if w.tied_output { ", output tied to the embedding so it is read in full" } else { " less the embedding table (one row read per token)" },
+        w.embedding_bytes as f64 / 1e6,
+        r.kv_bytes_per_token_at_short as f64 / 1e6,
+        r.short_prompt_tokens,
+        r.decode_limit_tok_s,
+        q.decode_tok_s,
+        r.quire_decode_pct_of_limit
+    ));
+    if let (Some(l), Some(p)) = (l, r.llama_cpp_decode_pct_of_limit) {
+        s.push_str(&format!(
+            "  llama.cpp             {:.2} tok/s = {p:.0}% of the limit\n",
+            l.decode_tok_s
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_path_from_env_dir() {
+        // Only checks the shape of the default path (the environment is left alone).
+        let p = llama_python_path();
+        assert!(p.ends_with("bin/python") || p.is_file());
+    }
+}

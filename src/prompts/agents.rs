@@ -1,0 +1,139 @@
+//! The agents' prompts, rendered with minijinja from `src/prompts/templates/`. Every prompt
+//! puts its stable part first — the system message (guide, glossary, instructions) and the
+//! fixed head of the user message — and marks where the per-call part starts, so the
+//! engine computes the stable prefix once ([`crate::prompts::stable_prefix`]).
+
+use super::chat_template::Message;
+use super::stable_prefix::SplitPoint;
+use anyhow::{anyhow, Result};
+use minijinja::Environment;
+use serde::Serialize;
+
+/// The default translation guide (English → Simplified Chinese).
+pub const DEFAULT_GUIDE: &str = include_str!("guide.zh-CN.md");
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("translate_system", include_str!("templates/translate_system.j2")),
+    ("translate_user", include_str!("templates/translate_user.j2")),
+    ("glossary_system", include_str!("templates/glossary_system.j2")),
+    ("glossary_user", include_str!("templates/glossary_user.j2")),
+    ("review_system", include_str!("templates/review_system.j2")),
+    ("review_user", include_str!("templates/review_user.j2")),
+];
+
+/// Marker rendered where the per-call part of a user message begins (removed before use).
+const SPLIT: &str = "\u{E001}";
+
+/// A glossary line for prompts.
+#[derive(Debug, Clone, Serialize)]
+pub struct TermLine {
+    /// Source term.
+    pub source: String,
+    /// Required translation.
+    pub target: String,
+}
+
+/// A conversation plus the point where its per-call content starts.
+#[derive(Debug, Clone)]
+pub struct AgentPrompt {
+    /// Messages (system, user).
+    pub messages: Vec<Message>,
+    /// Start of the per-call content.
+    pub split: SplitPoint,
+}
+
+/// Human name of a language code.
+pub fn language_name(code: &str) -> String {
+    match code.to_ascii_lowercase().as_str() {
+        "zh" | "zh-cn" | "zh-hans" => "Simplified Chinese".into(),
+        "zh-tw" | "zh-hant" => "Traditional Chinese".into(),
+        "en" => "English".into(),
+        "ja" => "Japanese".into(),
+        "ko" => "Korean".into(),
+        "fr" => "French".into(),
+        "de" => "German".into(),
+        "es" => "Spanish".into(),
+        other => other.to_string(),
+    }
+}
+
+fn render(name: &str, ctx: minijinja::Value) -> Result<String> {
+    let mut env = Environment::new();
+    env.set_keep_trailing_newline(true);
+    for (n, src) in TEMPLATES {
+        env.add_template(n, src)?;
+    }
+    env.get_template(name)?
+        .render(ctx)
+        .map_err(|e| anyhow!("prompt template {name}: {e}"))
+}
+
+fn with_split(system: String, user: String) -> Result<AgentPrompt> {
+    let offset = user.find(SPLIT).ok_or_else(|| anyhow!("prompt template lacks its split marker"))?;
+    let user = user.replacen(SPLIT, "", 1);
+    Ok(AgentPrompt {
+        messages: vec![Message::system(system), Message::user(user)],
+        split: SplitPoint { message: 1, offset },
+    })
+}
+
+/// The translation agent's prompt for one passage. `findings` are the problems of a
+/// previous attempt (revision).
+pub fn translate_prompt(
+    guide: &str,
+    source_lang: &str,
+    target_lang: &str,
+    glossary: &[TermLine],
+    unit_terms: &[TermLine],
+    findings: &[String],
+    passage: &str,
+) -> Result<AgentPrompt> {
+    let system = render(
+        "translate_system",
+        minijinja::context! { guide => guide.trim(), source_lang, target_lang, glossary },
+    )?;
+    let user = render(
+        "translate_user",
+        minijinja::context! {
+            target_name => language_name(target_lang), split => SPLIT,
+            terms => unit_terms, findings, passage,
+        },
+    )?;
+    with_split(system, user)
+}
+
+/// The glossary agent's prompt for one candidate term.
+pub fn glossary_prompt(source_lang: &str, target_lang: &str, house: &[TermLine], term: &str, context: &str) -> Result<AgentPrompt> {
+    let names = (language_name(source_lang), language_name(target_lang));
+    let system = render("glossary_system", minijinja::context! { source_name => names.0, target_name => names.1.clone(), house })?;
+    let user = render("glossary_user", minijinja::context! { target_name => names.1, split => SPLIT, term, context })?;
+    with_split(system, user)
+}
+
+/// The proofreading agent's prompt for one unit.
+pub fn review_prompt(source_lang: &str, target_lang: &str, glossary: &[TermLine], source: &str, translation: &str) -> Result<AgentPrompt> {
+    let names = (language_name(source_lang), language_name(target_lang));
+    let system = render("review_system", minijinja::context! { source_name => names.0, target_name => names.1, glossary })?;
+    let user = render("review_user", minijinja::context! { split => SPLIT, source, translation })?;
+    with_split(system, user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_part_is_identical_across_units() {
+        let g = vec![TermLine { source: "token".into(), target: "词元".into() }];
+        let a = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &g, &[], &[], "First {{1}} passage.").unwrap();
+        let b = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &g, &g, &["missing {{2}}".into()], "Second.").unwrap();
+        assert_eq!(a.messages[0], b.messages[0]);
+        assert_eq!(a.split, b.split);
+        let head = |p: &AgentPrompt| p.messages[1].content[..p.split.offset].to_string();
+        assert_eq!(head(&a), head(&b));
+        assert!(a.messages[1].content.ends_with("First {{1}} passage.\n"), "{:?}", a.messages[1].content);
+        assert!(a.messages[0].content.contains("token → 词元"));
+        assert!(b.messages[1].content.contains("Glossary for this passage: token → 词元."));
+        assert!(!a.messages[1].content.contains('\u{E001}'));
+    }
+}

@@ -1,0 +1,231 @@
+//! The glossary agent: deterministic candidate extraction over the whole book, then one
+//! short model call per candidate, all sharing one cached prompt prefix. House terms are
+//! forced and never overridden; inferred terms are marked `needs_review`.
+
+use crate::checks::glossary::{contains_term, Glossary, GlossaryEntry};
+use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
+use crate::engine::generate::GenerationParams;
+use crate::prompts::agents::{glossary_prompt, TermLine};
+use crate::units::{Unit, UnitKind, PLACEHOLDER_RE};
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// A term worth a glossary entry, with evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// The term as it appears most often.
+    pub term: String,
+    /// Occurrences in the book's prose.
+    pub count: usize,
+    /// A sentence that uses it.
+    pub context: String,
+}
+
+/// One line of `glossary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GlossaryLine {
+    /// Source term.
+    pub en: String,
+    /// Target term.
+    pub zh: String,
+    /// Part of speech.
+    #[serde(default)]
+    pub pos: String,
+    /// Usage note or example.
+    #[serde(default)]
+    pub context: String,
+    /// House term (strict, never overridden).
+    pub house: bool,
+    /// Inferred by the model: a person should review it.
+    pub needs_review: bool,
+}
+
+const STOPWORDS: &[&str] = &[
+    "the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "was", "were", "be", "been",
+    "it", "its", "this", "that", "these", "those", "as", "at", "by", "from", "but", "not", "no", "if", "then",
+    "than", "so", "you", "your", "we", "our", "they", "their", "he", "she", "his", "her", "can", "will", "would",
+    "should", "could", "may", "might", "must", "do", "does", "did", "has", "have", "had", "what", "which", "who",
+    "when", "where", "why", "how", "all", "each", "every", "some", "any", "more", "most", "less", "much", "many",
+    "one", "two", "three", "first", "second", "about", "into", "out", "up", "down", "over", "under", "again",
+    "also", "only", "just", "very", "same", "other", "such", "there", "here", "them", "there's", "it's", "i",
+    "between", "because", "while", "after", "before", "through", "per", "like", "once", "same", "still", "even",
+    "chapter", "example", "next", "part", "number", "way", "make", "makes", "made", "use", "uses", "used",
+];
+
+fn is_stop(w: &str) -> bool {
+    STOPWORDS.contains(&w.to_ascii_lowercase().as_str())
+}
+
+fn prose_of(unit: &Unit) -> String {
+    PLACEHOLDER_RE.replace_all(&unit.protected, " ").to_string()
+}
+
+fn sentences(text: &str) -> Vec<String> {
+    text.split(['.', '!', '?', '\n'])
+        .map(|s| s.trim().trim_start_matches(['#', '-', '*', '>', ' ']).trim().to_string())
+        .filter(|s| s.split_whitespace().count() >= 4)
+        .collect()
+}
+
+/// Deterministic candidates: acronyms, capitalised or repeated multi-word phrases and
+/// frequent long words in prose (code, links and other placeholders excluded), ranked by
+/// frequency × length, house terms removed, at most `limit`.
+pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
+    let mut counts: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
+    let house_terms: Vec<String> = house.entries.iter().map(|e| e.source.to_lowercase()).collect();
+    for unit in units.iter().filter(|u| u.kind == UnitKind::Translate) {
+        for sentence in sentences(&prose_of(unit)) {
+            let words: Vec<&str> = sentence
+                .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '\''))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let mut seen_here = HashSet::new();
+            for n in 1..=3 {
+                for win in words.windows(n) {
+                    if win.iter().any(|w| is_stop(w) || w.chars().all(|c| c.is_ascii_digit())) {
+                        continue;
+                    }
+                    let phrase = win.join(" ");
+                    let acronym = n == 1 && phrase.len() >= 2 && phrase.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+                    let long_word = n == 1 && phrase.len() >= 7 && phrase.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+                    let multi = n >= 2 && win.iter().all(|w| w.len() >= 2 && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()));
+                    if !(acronym || long_word || multi) {
+                        continue;
+                    }
+                    let key = phrase.to_lowercase();
+                    if !seen_here.insert(key.clone()) {
+                        continue;
+                    }
+                    let e = counts.entry(key).or_insert((0, phrase.clone(), sentence.clone()));
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    let mut cands: Vec<Candidate> = counts
+        .into_iter()
+        .filter(|(k, (n, phrase, _))| {
+            let words = k.split(' ').count();
+            let marked = phrase.split(' ').skip(1).any(|w| w.chars().any(|c| c.is_ascii_uppercase())) || phrase.contains('-');
+            let min = match (words, phrase.chars().any(|c| c.is_ascii_uppercase())) {
+                (1, true) => 1,
+                (1, false) => 3,
+                _ if marked => 1,
+                _ => 3,
+            };
+            *n >= min && !house_terms.iter().any(|h| contains_term(k, h) || contains_term(h, k))
+        })
+        .map(|(_, (count, term, context))| Candidate { term, count, context })
+        .collect();
+    // Prefer longer phrases; drop a phrase contained in a more frequent longer one.
+    cands.sort_by(|a, b| {
+        let sa = a.count * a.term.split(' ').count();
+        let sb = b.count * b.term.split(' ').count();
+        sb.cmp(&sa).then(a.term.cmp(&b.term))
+    });
+    let mut picked: Vec<Candidate> = Vec::new();
+    for c in cands {
+        let lc = c.term.to_lowercase();
+        if picked.iter().any(|p| {
+            let lp = p.term.to_lowercase();
+            (contains_term(&lp, &lc) && p.count >= c.count) || contains_term(&lc, &lp)
+        }) {
+            continue;
+        }
+        picked.push(c);
+        if picked.len() >= limit {
+            break;
+        }
+    }
+    picked
+}
+
+/// Clean a model's one-term answer: first line, no quotes, no trailing punctuation, no
+/// review mark, no romanisation in brackets.
+pub fn clean_term(answer: &str) -> String {
+    let line = answer.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = line.split(['(', '（']).next().unwrap_or("");
+    let line = line.replace("[待审]", "");
+    let line = line.rsplit([':', '：']).next().unwrap_or("");
+    line.trim()
+        .trim_matches(|c: char| "\"'“”‘’「」《》`*。.,，;；".contains(c))
+        .trim()
+        .to_string()
+}
+
+/// Run the agent: ask the model for each candidate's translation. Returns the full
+/// glossary (house terms first, then inferred ones) and the model calls made.
+pub fn build_glossary(
+    backend: &mut dyn ChatBackend,
+    candidates: &[Candidate],
+    house: &Glossary,
+    source_lang: &str,
+    target_lang: &str,
+    on_call: &mut dyn FnMut(&Candidate, &Completion),
+) -> Result<Vec<GlossaryLine>> {
+    let mut lines: Vec<GlossaryLine> = house
+        .entries
+        .iter()
+        .map(|e| GlossaryLine {
+            en: e.source.clone(),
+            zh: e.target.first().cloned().unwrap_or_default(),
+            pos: e.pos.clone().unwrap_or_default(),
+            context: e.context.clone().unwrap_or_default(),
+            house: true,
+            needs_review: false,
+        })
+        .collect();
+    let house_lines: Vec<TermLine> = lines.iter().map(|l| TermLine { source: l.en.clone(), target: l.zh.clone() }).collect();
+    for c in candidates {
+        let p = glossary_prompt(source_lang, target_lang, &house_lines, &c.term, &c.context)?;
+        let req = ChatRequest {
+            messages: p.messages,
+            split: p.split,
+            params: GenerationParams { max_new_tokens: 16, ..Default::default() },
+        };
+        let done = backend.complete(&req)?;
+        on_call(c, &done);
+        let zh = clean_term(&done.text);
+        if zh.is_empty() || zh.eq_ignore_ascii_case(&c.term) {
+            continue;
+        }
+        lines.push(GlossaryLine {
+            en: c.term.clone(),
+            zh,
+            pos: String::new(),
+            context: c.context.clone(),
+            house: false,
+            needs_review: true,
+        });
+    }
+    Ok(lines)
+}
+
+/// The glossary lines as a [`Glossary`] for the checks.
+pub fn to_glossary(lines: &[GlossaryLine]) -> Glossary {
+    Glossary {
+        entries: lines
+            .iter()
+            .map(|l| GlossaryEntry {
+                source: l.en.clone(),
+                target: vec![l.zh.clone()],
+                pos: (!l.pos.is_empty()).then(|| l.pos.clone()),
+                context: (!l.context.is_empty()).then(|| l.context.clone()),
+                house: l.house,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleans_model_answers() {
+        assert_eq!(clean_term("“键值缓存”\n"), "键值缓存");
+        assert_eq!(clean_term("预填充 (yù tián chōng)"), "预填充");
+        assert_eq!(clean_term("Translation: 量化[待审]。"), "量化");
+    }
+}
