@@ -27,7 +27,10 @@ fn bad_magic_is_reported() {
     let p = dir.path().join("notes.gguf");
     std::fs::write(&p, b"# just some markdown, not a model at all\n").unwrap();
     let err = load_err(&p);
-    assert!(err.contains("bad magic") && err.contains("notes.gguf"), "{err}");
+    assert!(
+        err.contains("bad magic") && err.contains("notes.gguf"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -48,7 +51,10 @@ fn truncated_real_model_is_reported() {
     let bytes = std::fs::read(&src).unwrap();
     std::fs::write(&p, &bytes[..bytes.len() - 4096]).unwrap();
     let err = load_err(&p);
-    assert!(err.contains("truncated") && err.contains("cut.gguf"), "{err}");
+    assert!(
+        err.contains("truncated") && err.contains("cut.gguf"),
+        "{err}"
+    );
     // Cut inside the header (the vocabulary arrays).
     let p2 = dir.path().join("header.gguf");
     std::fs::write(&p2, &bytes[..200_000]).unwrap();
@@ -62,21 +68,31 @@ fn unsupported_architecture_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("tiny.gguf");
     let t = candle_core::Tensor::zeros((4, 32), candle_core::DType::F32, &Device::Cpu).unwrap();
-    let q = candle_core::quantized::QTensor::quantize(&t, candle_core::quantized::GgmlDType::F32).unwrap();
+    let q = candle_core::quantized::QTensor::quantize(&t, candle_core::quantized::GgmlDType::F32)
+        .unwrap();
     let mut f = std::fs::File::create(&p).unwrap();
     let s = |x: &str| gguf_file::Value::String(x.into());
-    let meta = vec![
+    let meta = [
         ("general.architecture", s("mamba")),
         ("tokenizer.ggml.model", s("gpt2")),
-        ("tokenizer.ggml.tokens", gguf_file::Value::Array(vec![s("a"), s("b"), s("c"), s("d")])),
-        ("tokenizer.ggml.merges", gguf_file::Value::Array(vec![s("a b")])),
+        (
+            "tokenizer.ggml.tokens",
+            gguf_file::Value::Array(vec![s("a"), s("b"), s("c"), s("d")]),
+        ),
+        (
+            "tokenizer.ggml.merges",
+            gguf_file::Value::Array(vec![s("a b")]),
+        ),
         ("tokenizer.ggml.pre", s("gpt2")),
     ];
     let meta_refs: Vec<(&str, &gguf_file::Value)> = meta.iter().map(|(k, v)| (*k, v)).collect();
     gguf_file::write(&mut f, &meta_refs, &[("token_embd.weight", &q)]).unwrap();
     f.flush().unwrap();
     let err = load_err(&p);
-    assert!(err.contains("mamba") && err.contains("not supported"), "{err}");
+    assert!(
+        err.contains("mamba") && err.contains("not supported"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -85,7 +101,10 @@ fn prompt_longer_than_context_is_an_error() {
     let mut cache = e.new_cache().unwrap();
     let ids = vec![100u32; e.config().context_length + 10];
     let err = format!("{:#}", e.prefill(&mut cache, &ids).unwrap_err());
-    assert!(err.contains("prompt too long") && err.contains("8192"), "{err}");
+    assert!(
+        err.contains("prompt too long") && err.contains("8192"),
+        "{err}"
+    );
     assert_eq!(cache.len(), 0, "nothing half-written is kept");
 }
 

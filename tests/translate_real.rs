@@ -24,7 +24,17 @@ fn translate_cmd(out: &Path, cache: &Path) -> Command {
         .arg(out)
         .arg("--glossary")
         .arg(glossary())
-        .args(["--model", common::QWEN, "--quiet", "--glossary-terms", "2", "--review-every", "0", "--device", "cpu"])
+        .args([
+            "--model",
+            common::QWEN,
+            "--quiet",
+            "--glossary-terms",
+            "2",
+            "--review-every",
+            "0",
+            "--device",
+            "cpu",
+        ])
         .arg("--prefix-cache-dir")
         .arg(cache);
     c
@@ -33,7 +43,12 @@ fn translate_cmd(out: &Path, cache: &Path) -> Command {
 fn read_book(out: &Path) -> Vec<(String, String)> {
     ["01-intro.md", "02-cache.md"]
         .iter()
-        .map(|n| (n.to_string(), std::fs::read_to_string(out.join("book").join(n)).unwrap()))
+        .map(|n| {
+            (
+                n.to_string(),
+                std::fs::read_to_string(out.join("book").join(n)).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -49,17 +64,26 @@ fn translate_rerun_resume_and_lock() {
 
     // 1. A full run.
     let st = translate_cmd(&a, &cache).status().unwrap();
-    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "translate failed: {st:?}");
+    assert!(
+        st.code().is_some_and(|c| c == 0 || c == 1),
+        "translate failed: {st:?}"
+    );
     let book = read_book(&a);
     // Code blocks, links and numbers survive byte for byte.
     assert!(book[0].1.contains("```python\n# count the tokens of a prompt\nids = tokenizer.encode(\"Hello, world\")\nprint(len(ids))\n```"));
     assert!(book[0].1.contains("(https://example.com/tokenizers)"));
     assert!(book[1].1.contains("`quire bench prefix`"));
-    let han = book.iter().flat_map(|(_, t)| t.chars()).filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c)).count();
+    let han = book
+        .iter()
+        .flat_map(|(_, t)| t.chars())
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
     assert!(han > 20, "not translated: {book:?}");
     // Deterministic checks: no structural errors; house terms honoured everywhere.
     let report = json(&a.join("proofreading_report.json"));
-    let adherence = report["summary"]["house_term_adherence_percent"].as_f64().unwrap();
+    let adherence = report["summary"]["house_term_adherence_percent"]
+        .as_f64()
+        .unwrap();
     assert_eq!(adherence, 100.0, "{report:#}");
     let check = Command::new(env!("CARGO_BIN_EXE_quire"))
         .arg("check")
@@ -73,16 +97,35 @@ fn translate_rerun_resume_and_lock() {
     let qa: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     for f in qa["findings"].as_array().unwrap() {
         let cat = f["category"].as_str().unwrap();
-        let structural = ["code_block", "heading", "link", "image", "footnote", "table", "list", "inline_code", "placeholder", "url"];
-        assert!(!(structural.contains(&cat) && f["severity"] == "error"), "structure finding: {f}");
+        let structural = [
+            "code_block",
+            "heading",
+            "link",
+            "image",
+            "footnote",
+            "table",
+            "list",
+            "inline_code",
+            "placeholder",
+            "url",
+        ];
+        assert!(
+            !(structural.contains(&cat) && f["severity"] == "error"),
+            "structure finding: {f}"
+        );
     }
     let run = json(&a.join("run.json"));
     assert!(run["totals"]["calls"].as_u64().unwrap() >= 3);
-    assert!(run["totals"]["cached_prefix_tokens"].as_u64().unwrap() > 0, "the prefix cache was not used");
+    assert!(
+        run["totals"]["cached_prefix_tokens"].as_u64().unwrap() > 0,
+        "the prefix cache was not used"
+    );
     let ck = json(&a.join("orchestration_checkpoint.json"));
     assert!(ck["campaign_fingerprint"].as_str().unwrap().len() == 64);
     assert_eq!(ck["value"]["result"]["mode"], "orchestrated");
-    assert!(ck["value"]["result"]["quire"]["complete"].as_bool().unwrap());
+    assert!(ck["value"]["result"]["quire"]["complete"]
+        .as_bool()
+        .unwrap());
 
     // 2. A rerun skips every finished unit: no model call, same output.
     let st = translate_cmd(&a, &cache).status().unwrap();
@@ -92,10 +135,16 @@ fn translate_rerun_resume_and_lock() {
 
     // 3. Killed with SIGKILL after the first finished unit, then rerun: same output.
     let b = tmp.path().join("b");
-    let mut child = translate_cmd(&b, &cache).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = translate_cmd(&b, &cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     loop {
-        let done = std::fs::read_dir(b.join("memory")).map(|d| d.count()).unwrap_or(0);
+        let done = std::fs::read_dir(b.join("memory"))
+            .map(|d| d.count())
+            .unwrap_or(0);
         if done >= 1 || std::time::Instant::now() > deadline {
             break;
         }
@@ -108,38 +157,79 @@ fn translate_rerun_resume_and_lock() {
     child.wait().unwrap();
     let st = translate_cmd(&b, &cache).status().unwrap();
     assert!(st.code().is_some_and(|c| c == 0 || c == 1));
-    assert_eq!(read_book(&b), book, "resumed output differs from the uninterrupted run");
+    assert_eq!(
+        read_book(&b),
+        book,
+        "resumed output differs from the uninterrupted run"
+    );
 
     // 4. A second run on a directory that is in use is refused.
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(b.join(".quire.lock")).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(b.join(".quire.lock"))
+        .unwrap();
     lock.try_lock().unwrap();
     let out = translate_cmd(&b, &cache).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn dry_run_needs_no_model_and_bad_input_is_reported() {
     let quire = env!("CARGO_BIN_EXE_quire");
-    let out = Command::new(quire).args(["translate", "--dry-run"]).output().unwrap();
+    let out = Command::new(quire)
+        .args(["translate", "--dry-run"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let plan = String::from_utf8_lossy(&out.stdout);
-    assert!(plan.contains("chapter1.md") && plan.contains("Estimated time"), "{plan}");
+    assert!(
+        plan.contains("chapter1.md") && plan.contains("Estimated time"),
+        "{plan}"
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let out = Command::new(quire).arg("translate").arg(&empty).arg("--dry-run").output().unwrap();
+    let out = Command::new(quire)
+        .arg("translate")
+        .arg(&empty)
+        .arg("--dry-run")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let bad = tmp.path().join("g.json");
-    std::fs::write(&bad, "[\n  {\"en\": \"token\", \"zh\": \"词元\"},\n  {\"en\": \"prompt\" \"zh\": \"提示词\"}\n]").unwrap();
-    let out = Command::new(quire).arg("translate").arg(fixture()).arg("--glossary").arg(&bad).arg("--dry-run").output().unwrap();
+    std::fs::write(
+        &bad,
+        "[\n  {\"en\": \"token\", \"zh\": \"词元\"},\n  {\"en\": \"prompt\" \"zh\": \"提示词\"}\n]",
+    )
+    .unwrap();
+    let out = Command::new(quire)
+        .arg("translate")
+        .arg(fixture())
+        .arg("--glossary")
+        .arg(&bad)
+        .arg("--dry-run")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 3") && err.contains("column"), "{err}");
     let file_as_out = tmp.path().join("a-file");
     std::fs::write(&file_as_out, "x").unwrap();
-    let out = Command::new(quire).arg("translate").arg(fixture()).arg("--out").arg(&file_as_out).output().unwrap();
+    let out = Command::new(quire)
+        .arg("translate")
+        .arg(fixture())
+        .arg("--out")
+        .arg(&file_as_out)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a-file"));
 }

@@ -47,18 +47,45 @@ pub fn run(args: InspectArgs) -> Result<i32> {
         println!("path           {}", path.display());
         println!("name           {}", info["name"].as_str().unwrap_or(""));
         println!("architecture   {}", cfg.architecture);
-        println!("parameters     {:.1} M", gguf.parameter_count() as f64 / 1e6);
+        println!(
+            "parameters     {:.1} M",
+            gguf.parameter_count() as f64 / 1e6
+        );
         println!("file size      {:.1} MB", gguf.file_len as f64 / 1e6);
-        let types: Vec<String> = gguf.tensor_type_counts().iter().map(|(t, n)| format!("{t}×{n}")).collect();
+        let types: Vec<String> = gguf
+            .tensor_type_counts()
+            .iter()
+            .map(|(t, n)| format!("{t}×{n}"))
+            .collect();
         println!("tensor types   {}", types.join(", "));
         println!(
             "layers {} | hidden {} | heads {} (kv {}) | head dim {} | ffn {} | vocab {}",
-            cfg.n_layer, cfg.hidden, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.ffn, cfg.vocab_size
+            cfg.n_layer,
+            cfg.hidden,
+            cfg.n_head,
+            cfg.n_kv_head,
+            cfg.head_dim,
+            cfg.ffn,
+            cfg.vocab_size
         );
-        println!("context        {} tokens (KV cache {} KB/token in f32)", cfg.context_length, cfg.kv_bytes_per_token() / 1024);
+        println!(
+            "context        {} tokens (KV cache {} KB/token in f32)",
+            cfg.context_length,
+            cfg.kv_bytes_per_token() / 1024
+        );
         println!("rope θ / eps   {} / {:e}", cfg.rope_theta, cfg.rms_eps);
-        println!("tokenizer      {} ({} tokens; bos {:?}, eos {:?})", tok.source, tok.vocab_size(), tok.bos_token, tok.eos_ids);
-        println!("chat template  {} ({} bytes)", template.origin, template.source.len());
+        println!(
+            "tokenizer      {} ({} tokens; bos {:?}, eos {:?})",
+            tok.source,
+            tok.vocab_size(),
+            tok.bos_token,
+            tok.eos_ids
+        );
+        println!(
+            "chat template  {} ({} bytes)",
+            template.origin,
+            template.source.len()
+        );
     }
     Ok(0)
 }

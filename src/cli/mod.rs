@@ -38,6 +38,12 @@ impl ModelArgs {
     pub fn load(&self, quiet: bool) -> Result<Engine> {
         let path = self.resolve(quiet)?;
         let device = parse_device(&self.device)?;
-        Engine::load(&path, &device, &LoadOptions { chat_template: self.chat_template.clone() })
+        Engine::load(
+            &path,
+            &device,
+            &LoadOptions {
+                chat_template: self.chat_template.clone(),
+            },
+        )
     }
 }

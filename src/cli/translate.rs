@@ -113,7 +113,10 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
         prefix_cache_dir: if args.no_disk_cache {
             None
         } else {
-            Some(args.prefix_cache_dir.unwrap_or_else(crate::engine::prefix_cache::disk::default_dir))
+            Some(
+                args.prefix_cache_dir
+                    .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
+            )
         },
     };
     let json = opts.progress == ProgressMode::JsonLines;
@@ -124,8 +127,16 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
         eprintln!(
             "\n{} — {} of {} units passed, {} revised, {} blocked, {} reused from memory{}",
             if s.complete { "done" } else { "stopped" },
-            s.passed, s.units, s.revised, s.blocked, s.reused,
-            if s.remaining > 0 { format!(", {} left", s.remaining) } else { String::new() }
+            s.passed,
+            s.units,
+            s.revised,
+            s.blocked,
+            s.reused,
+            if s.remaining > 0 {
+                format!(", {} left", s.remaining)
+            } else {
+                String::new()
+            }
         );
         eprintln!(
             "structure/QA errors: {} | house-term adherence: {:.1}% | calls: {} | cache-hit rate: {:.0}% | {:.1} tok/s | wall {:.0}s | context peak {} tokens | manager state peak {} bytes",
@@ -135,5 +146,11 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
         let o = s.out_dir.display();
         eprintln!("files: {o}/book/  {o}/glossary.json  {o}/proofreading_report.md  {o}/run.json  {o}/orchestration_checkpoint.json");
     }
-    Ok(if s.complete && s.blocked == 0 && s.qa_errors == 0 { 0 } else if s.complete { 1 } else { 3 })
+    Ok(if s.complete && s.blocked == 0 && s.qa_errors == 0 {
+        0
+    } else if s.complete {
+        1
+    } else {
+        3
+    })
 }

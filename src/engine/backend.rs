@@ -70,16 +70,29 @@ pub struct LocalBackend {
 
 impl LocalBackend {
     /// Wrap `engine` with a prefix store of `memory_budget` bytes and an optional disk cache.
-    pub fn new(engine: Engine, memory_budget: usize, disk: Option<DiskPrefixCache>) -> Result<Self> {
+    pub fn new(
+        engine: Engine,
+        memory_budget: usize,
+        disk: Option<DiskPrefixCache>,
+    ) -> Result<Self> {
         let salt = engine.fingerprint()?;
-        Ok(Self { store: PrefixStore::new(salt, memory_budget), engine, disk })
+        Ok(Self {
+            store: PrefixStore::new(salt, memory_budget),
+            engine,
+            disk,
+        })
     }
 }
 
 impl ChatBackend for LocalBackend {
     fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
         let start = Instant::now();
-        let split = split_prompt(&self.engine.template, &self.engine.tokenizer, &req.messages, req.split)?;
+        let split = split_prompt(
+            &self.engine.template,
+            &self.engine.tokenizer,
+            &req.messages,
+            req.split,
+        )?;
         let tokens = &split.tokens;
         let stable = split.stable_tokens;
         let extra = tokens.len() - stable.min(tokens.len()) + req.params.max_new_tokens;
@@ -88,7 +101,13 @@ impl ChatBackend for LocalBackend {
         let mut source = if hit > 0 { "memory" } else { "none" };
         if hit < stable {
             if let Some(disk) = &self.disk {
-                if let Some(c) = disk.load(self.store.salt(), &tokens[..stable], engine.config(), &engine.device, extra)? {
+                if let Some(c) = disk.load(
+                    self.store.salt(),
+                    &tokens[..stable],
+                    engine.config(),
+                    &engine.device,
+                    extra,
+                )? {
                     self.store.stats.disk_hits += 1;
                     self.store.insert(&c, stable)?;
                     cache = c;

@@ -21,7 +21,11 @@ pub struct GenerationParams {
 
 impl Default for GenerationParams {
     fn default() -> Self {
-        Self { max_new_tokens: 512, sampling: SamplingParams::default(), stop_strings: Vec::new() }
+        Self {
+            max_new_tokens: 512,
+            sampling: SamplingParams::default(),
+            stop_strings: Vec::new(),
+        }
     }
 }
 
@@ -110,7 +114,13 @@ impl Engine {
         let mut stream = TokenStream::new(&self.tokenizer);
         let mut text = String::new();
         let mut emitted = 0usize;
-        let hold = params.stop_strings.iter().map(|s| s.len()).max().unwrap_or(1).saturating_sub(1);
+        let hold = params
+            .stop_strings
+            .iter()
+            .map(|s| s.len())
+            .max()
+            .unwrap_or(1)
+            .saturating_sub(1);
         let ctx = self.config().context_length;
         let decode_start = Instant::now();
         let mut finish = FinishReason::Length;
@@ -125,7 +135,12 @@ impl Engine {
             if let Some(piece) = stream.push(next)? {
                 text.push_str(&piece);
             }
-            if let Some(pos) = params.stop_strings.iter().filter_map(|s| text.find(s.as_str())).min() {
+            if let Some(pos) = params
+                .stop_strings
+                .iter()
+                .filter_map(|s| text.find(s.as_str()))
+                .min()
+            {
                 text.truncate(pos);
                 finish = FinishReason::Stop;
                 break;

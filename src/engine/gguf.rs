@@ -186,7 +186,8 @@ impl GgufFile {
     pub fn tensor_type_counts(&self) -> Vec<(String, usize)> {
         let mut map = std::collections::BTreeMap::new();
         for info in self.content.tensor_infos.values() {
-            *map.entry(format!("{:?}", info.ggml_dtype)).or_insert(0usize) += 1;
+            *map.entry(format!("{:?}", info.ggml_dtype))
+                .or_insert(0usize) += 1;
         }
         map.into_iter().collect()
     }

@@ -226,7 +226,12 @@ impl KvCache {
         tokens: Vec<u32>,
         extra: usize,
     ) -> Result<Self> {
-        ensure!(layers.len() == cfg.n_layer, "expected {} layers, got {}", cfg.n_layer, layers.len());
+        ensure!(
+            layers.len() == cfg.n_layer,
+            "expected {} layers, got {}",
+            cfg.n_layer,
+            layers.len()
+        );
         let len = tokens.len();
         let mut cache = Self::with_capacity(cfg, device, (len + extra).max(INITIAL_CAPACITY))?;
         for (i, (k, v)) in layers.into_iter().enumerate() {

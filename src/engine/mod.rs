@@ -125,7 +125,11 @@ impl Engine {
     /// keyed by it.
     pub fn fingerprint(&self) -> Result<String> {
         let model_hash = crate::model_store::content_hash(&self.path)?;
-        let tok = self.tokenizer.inner.to_string(false).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let tok = self
+            .tokenizer
+            .inner
+            .to_string(false)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut h = sha2::Sha256::new();
         use sha2::Digest;
         h.update(model_hash.as_bytes());

@@ -18,7 +18,10 @@ const Q8_0_BYTES: usize = 2 + QK;
 
 /// Re-encode Q5_0 bytes as Q8_0 bytes (same scales, same integers).
 pub fn q5_0_bytes_to_q8_0(src: &[u8]) -> Result<Vec<u8>> {
-    ensure!(src.len() % Q5_0_BYTES == 0, "Q5_0 data is not a whole number of blocks");
+    ensure!(
+        src.len().is_multiple_of(Q5_0_BYTES),
+        "Q5_0 data is not a whole number of blocks"
+    );
     let blocks = src.len() / Q5_0_BYTES;
     let mut out = Vec::with_capacity(blocks * Q8_0_BYTES);
     for b in src.chunks_exact(Q5_0_BYTES) {
@@ -60,10 +63,22 @@ mod tests {
         let d = Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (64, 128), &d).unwrap();
         let q5 = QTensor::quantize(&w, GgmlDType::Q5_0).unwrap();
-        let a: Vec<f32> = q5.dequantize(&d).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let a: Vec<f32> = q5
+            .dequantize(&d)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         let q8 = for_fast_cpu(q5, &d).unwrap();
         assert_eq!(q8.dtype(), GgmlDType::Q8_0);
-        let b: Vec<f32> = q8.dequantize(&d).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let b: Vec<f32> = q8
+            .dequantize(&d)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         assert_eq!(a, b);
     }
 }

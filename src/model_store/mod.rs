@@ -21,7 +21,9 @@ pub fn content_hash(path: &Path) -> Result<String> {
         "{} {} {:?}",
         canon.display(),
         meta.len(),
-        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        meta.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
     );
     let memo = dirs::cache_dir()
         .unwrap_or_else(std::env::temp_dir)

@@ -60,17 +60,18 @@ fn resolve_hf(spec: &str) -> Result<PathBuf> {
     if offline {
         let cache = hf_hub::Cache::from_env();
         let file = file.context("HF_HUB_OFFLINE is set: name the file as owner/repo:file.gguf")?;
-        return cache
-            .model(repo.clone())
-            .get(&file)
-            .with_context(|| format!("{repo}/{file} is not in the Hugging Face cache and HF_HUB_OFFLINE is set"));
+        return cache.model(repo.clone()).get(&file).with_context(|| {
+            format!("{repo}/{file} is not in the Hugging Face cache and HF_HUB_OFFLINE is set")
+        });
     }
     let api = hf_hub::api::sync::Api::new()?;
     let r = api.model(repo.clone());
     let file = match file {
         Some(f) => f,
         None => {
-            let info = r.info().with_context(|| format!("cannot list files of {repo}"))?;
+            let info = r
+                .info()
+                .with_context(|| format!("cannot list files of {repo}"))?;
             let ggufs: Vec<String> = info
                 .siblings
                 .into_iter()

@@ -13,9 +13,18 @@ use serde::Serialize;
 pub const DEFAULT_GUIDE: &str = include_str!("guide.zh-CN.md");
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("translate_system", include_str!("templates/translate_system.j2")),
-    ("translate_user", include_str!("templates/translate_user.j2")),
-    ("glossary_system", include_str!("templates/glossary_system.j2")),
+    (
+        "translate_system",
+        include_str!("templates/translate_system.j2"),
+    ),
+    (
+        "translate_user",
+        include_str!("templates/translate_user.j2"),
+    ),
+    (
+        "glossary_system",
+        include_str!("templates/glossary_system.j2"),
+    ),
     ("glossary_user", include_str!("templates/glossary_user.j2")),
     ("review_system", include_str!("templates/review_system.j2")),
     ("review_user", include_str!("templates/review_user.j2")),
@@ -69,7 +78,9 @@ fn render(name: &str, ctx: minijinja::Value) -> Result<String> {
 }
 
 fn with_split(system: String, user: String) -> Result<AgentPrompt> {
-    let offset = user.find(SPLIT).ok_or_else(|| anyhow!("prompt template lacks its split marker"))?;
+    let offset = user
+        .find(SPLIT)
+        .ok_or_else(|| anyhow!("prompt template lacks its split marker"))?;
     let user = user.replacen(SPLIT, "", 1);
     Ok(AgentPrompt {
         messages: vec![Message::system(system), Message::user(user)],
@@ -103,18 +114,42 @@ pub fn translate_prompt(
 }
 
 /// The glossary agent's prompt for one candidate term.
-pub fn glossary_prompt(source_lang: &str, target_lang: &str, house: &[TermLine], term: &str, context: &str) -> Result<AgentPrompt> {
+pub fn glossary_prompt(
+    source_lang: &str,
+    target_lang: &str,
+    house: &[TermLine],
+    term: &str,
+    context: &str,
+) -> Result<AgentPrompt> {
     let names = (language_name(source_lang), language_name(target_lang));
-    let system = render("glossary_system", minijinja::context! { source_name => names.0, target_name => names.1.clone(), house })?;
-    let user = render("glossary_user", minijinja::context! { target_name => names.1, split => SPLIT, term, context })?;
+    let system = render(
+        "glossary_system",
+        minijinja::context! { source_name => names.0, target_name => names.1.clone(), house },
+    )?;
+    let user = render(
+        "glossary_user",
+        minijinja::context! { target_name => names.1, split => SPLIT, term, context },
+    )?;
     with_split(system, user)
 }
 
 /// The proofreading agent's prompt for one unit.
-pub fn review_prompt(source_lang: &str, target_lang: &str, glossary: &[TermLine], source: &str, translation: &str) -> Result<AgentPrompt> {
+pub fn review_prompt(
+    source_lang: &str,
+    target_lang: &str,
+    glossary: &[TermLine],
+    source: &str,
+    translation: &str,
+) -> Result<AgentPrompt> {
     let names = (language_name(source_lang), language_name(target_lang));
-    let system = render("review_system", minijinja::context! { source_name => names.0, target_name => names.1, glossary })?;
-    let user = render("review_user", minijinja::context! { split => SPLIT, source, translation })?;
+    let system = render(
+        "review_system",
+        minijinja::context! { source_name => names.0, target_name => names.1, glossary },
+    )?;
+    let user = render(
+        "review_user",
+        minijinja::context! { split => SPLIT, source, translation },
+    )?;
     with_split(system, user)
 }
 
@@ -124,16 +159,43 @@ mod tests {
 
     #[test]
     fn stable_part_is_identical_across_units() {
-        let g = vec![TermLine { source: "token".into(), target: "词元".into() }];
-        let a = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &g, &[], &[], "First {{1}} passage.").unwrap();
-        let b = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &g, &g, &["missing {{2}}".into()], "Second.").unwrap();
+        let g = vec![TermLine {
+            source: "token".into(),
+            target: "词元".into(),
+        }];
+        let a = translate_prompt(
+            DEFAULT_GUIDE,
+            "en",
+            "zh-CN",
+            &g,
+            &[],
+            &[],
+            "First {{1}} passage.",
+        )
+        .unwrap();
+        let b = translate_prompt(
+            DEFAULT_GUIDE,
+            "en",
+            "zh-CN",
+            &g,
+            &g,
+            &["missing {{2}}".into()],
+            "Second.",
+        )
+        .unwrap();
         assert_eq!(a.messages[0], b.messages[0]);
         assert_eq!(a.split, b.split);
         let head = |p: &AgentPrompt| p.messages[1].content[..p.split.offset].to_string();
         assert_eq!(head(&a), head(&b));
-        assert!(a.messages[1].content.ends_with("First {{1}} passage.\n"), "{:?}", a.messages[1].content);
+        assert!(
+            a.messages[1].content.ends_with("First {{1}} passage.\n"),
+            "{:?}",
+            a.messages[1].content
+        );
         assert!(a.messages[0].content.contains("token → 词元"));
-        assert!(b.messages[1].content.contains("Glossary for this passage: token → 词元."));
+        assert!(b.messages[1]
+            .content
+            .contains("Glossary for this passage: token → 词元."));
         assert!(!a.messages[1].content.contains('\u{E001}'));
     }
 }

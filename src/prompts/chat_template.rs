@@ -20,7 +20,10 @@ pub struct Message {
 impl Message {
     /// A message with `role` and `content`.
     pub fn new(role: &str, content: impl Into<String>) -> Self {
-        Self { role: role.to_string(), content: content.into() }
+        Self {
+            role: role.to_string(),
+            content: content.into(),
+        }
     }
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
@@ -40,7 +43,10 @@ impl Message {
 pub const BUILTIN_TEMPLATES: &[(&str, &str)] = &[
     ("chatml", include_str!("../../chat-templates/chatml.jinja")),
     ("qwen2", include_str!("../../chat-templates/qwen2.jinja")),
-    ("smollm2", include_str!("../../chat-templates/smollm2.jinja")),
+    (
+        "smollm2",
+        include_str!("../../chat-templates/smollm2.jinja"),
+    ),
 ];
 
 /// A chat template with the special-token strings it may refer to.
@@ -71,7 +77,9 @@ impl ChatTemplate {
     /// The template embedded in the GGUF (`tokenizer.chat_template`), or ChatML when absent.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
         let tok = |key: &str| -> String {
-            let Ok(id) = gguf.meta_usize(key) else { return String::new() };
+            let Ok(id) = gguf.meta_usize(key) else {
+                return String::new();
+            };
             gguf.meta("tokenizer.ggml.tokens")
                 .ok()
                 .and_then(|v| v.to_vec().ok())
@@ -80,7 +88,10 @@ impl ChatTemplate {
         };
         let (source, origin) = match gguf.meta_str("tokenizer.chat_template") {
             Ok(s) => (s.to_string(), "gguf".to_string()),
-            Err(_) => (builtin("chatml")?.to_string(), "chatml (no template in GGUF)".to_string()),
+            Err(_) => (
+                builtin("chatml")?.to_string(),
+                "chatml (no template in GGUF)".to_string(),
+            ),
         };
         let t = Self {
             source,
@@ -153,7 +164,10 @@ fn builtin(name: &str) -> Result<&'static str> {
         .map(|(_, s)| *s)
         .ok_or_else(|| {
             let names: Vec<_> = BUILTIN_TEMPLATES.iter().map(|(n, _)| *n).collect();
-            anyhow!("unknown chat template {name:?}: use one of {} or a file path", names.join(", "))
+            anyhow!(
+                "unknown chat template {name:?}: use one of {} or a file path",
+                names.join(", ")
+            )
         })
 }
 

@@ -47,9 +47,18 @@ impl PromptSplit {
 }
 
 /// Render `messages` (with a generation prompt) and split them at `at`.
-pub fn split_prompt(template: &ChatTemplate, tokenizer: &Tokenizer, messages: &[Message], at: SplitPoint) -> Result<PromptSplit> {
+pub fn split_prompt(
+    template: &ChatTemplate,
+    tokenizer: &Tokenizer,
+    messages: &[Message],
+    at: SplitPoint,
+) -> Result<PromptSplit> {
     let Some(m) = messages.get(at.message) else {
-        bail!("split point names message {} of {}", at.message, messages.len());
+        bail!(
+            "split point names message {} of {}",
+            at.message,
+            messages.len()
+        );
     };
     if !m.content.is_char_boundary(at.offset) {
         bail!("split point {} is not a character boundary", at.offset);
@@ -69,7 +78,11 @@ pub fn split_prompt(template: &ChatTemplate, tokenizer: &Tokenizer, messages: &[
         }
     };
     let tokens = tokenizer.encode(&text)?;
-    let prefix_tokens = if stable_text_len > 0 { tokenizer.encode(&text[..stable_text_len])? } else { Vec::new() };
+    let prefix_tokens = if stable_text_len > 0 {
+        tokenizer.encode(&text[..stable_text_len])?
+    } else {
+        Vec::new()
+    };
     let stable_tokens = common_prefix(&tokens, &prefix_tokens);
     let split = PromptSplit {
         stable_text_len,

@@ -166,7 +166,10 @@ impl Checkpoint {
         match serde_json::from_str(&text) {
             Ok(c) => Some(c),
             Err(e) => {
-                eprintln!("warning: ignoring unreadable {}: {e}", dir.join(FILE).display());
+                eprintln!(
+                    "warning: ignoring unreadable {}: {e}",
+                    dir.join(FILE).display()
+                );
                 None
             }
         }
@@ -174,6 +177,9 @@ impl Checkpoint {
 
     /// Write atomically into `dir`.
     pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
-        crate::util::write_atomic(&dir.join(FILE), serde_json::to_string_pretty(self)?.as_bytes())
+        crate::util::write_atomic(
+            &dir.join(FILE),
+            serde_json::to_string_pretty(self)?.as_bytes(),
+        )
     }
 }

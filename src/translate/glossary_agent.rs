@@ -42,15 +42,17 @@ pub struct GlossaryLine {
 }
 
 const STOPWORDS: &[&str] = &[
-    "the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "was", "were", "be", "been",
-    "it", "its", "this", "that", "these", "those", "as", "at", "by", "from", "but", "not", "no", "if", "then",
-    "than", "so", "you", "your", "we", "our", "they", "their", "he", "she", "his", "her", "can", "will", "would",
-    "should", "could", "may", "might", "must", "do", "does", "did", "has", "have", "had", "what", "which", "who",
-    "when", "where", "why", "how", "all", "each", "every", "some", "any", "more", "most", "less", "much", "many",
-    "one", "two", "three", "first", "second", "about", "into", "out", "up", "down", "over", "under", "again",
-    "also", "only", "just", "very", "same", "other", "such", "there", "here", "them", "there's", "it's", "i",
-    "between", "because", "while", "after", "before", "through", "per", "like", "once", "same", "still", "even",
-    "chapter", "example", "next", "part", "number", "way", "make", "makes", "made", "use", "uses", "used",
+    "the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "was",
+    "were", "be", "been", "it", "its", "this", "that", "these", "those", "as", "at", "by", "from",
+    "but", "not", "no", "if", "then", "than", "so", "you", "your", "we", "our", "they", "their",
+    "he", "she", "his", "her", "can", "will", "would", "should", "could", "may", "might", "must",
+    "do", "does", "did", "has", "have", "had", "what", "which", "who", "when", "where", "why",
+    "how", "all", "each", "every", "some", "any", "more", "most", "less", "much", "many", "one",
+    "two", "three", "first", "second", "about", "into", "out", "up", "down", "over", "under",
+    "again", "also", "only", "just", "very", "same", "other", "such", "there", "here", "them",
+    "there's", "it's", "i", "between", "because", "while", "after", "before", "through", "per",
+    "like", "once", "same", "still", "even", "chapter", "example", "next", "part", "number", "way",
+    "make", "makes", "made", "use", "uses", "used",
 ];
 
 fn is_stop(w: &str) -> bool {
@@ -63,7 +65,12 @@ fn prose_of(unit: &Unit) -> String {
 
 fn sentences(text: &str) -> Vec<String> {
     text.split(['.', '!', '?', '\n'])
-        .map(|s| s.trim().trim_start_matches(['#', '-', '*', '>', ' ']).trim().to_string())
+        .map(|s| {
+            s.trim()
+                .trim_start_matches(['#', '-', '*', '>', ' '])
+                .trim()
+                .to_string()
+        })
         .filter(|s| s.split_whitespace().count() >= 4)
         .collect()
 }
@@ -73,7 +80,11 @@ fn sentences(text: &str) -> Vec<String> {
 /// frequency × length, house terms removed, at most `limit`.
 pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
     let mut counts: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
-    let house_terms: Vec<String> = house.entries.iter().map(|e| e.source.to_lowercase()).collect();
+    let house_terms: Vec<String> = house
+        .entries
+        .iter()
+        .map(|e| e.source.to_lowercase())
+        .collect();
     for unit in units.iter().filter(|u| u.kind == UnitKind::Translate) {
         for sentence in sentences(&prose_of(unit)) {
             let words: Vec<&str> = sentence
@@ -83,13 +94,26 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
             let mut seen_here = HashSet::new();
             for n in 1..=3 {
                 for win in words.windows(n) {
-                    if win.iter().any(|w| is_stop(w) || w.chars().all(|c| c.is_ascii_digit())) {
+                    if win
+                        .iter()
+                        .any(|w| is_stop(w) || w.chars().all(|c| c.is_ascii_digit()))
+                    {
                         continue;
                     }
                     let phrase = win.join(" ");
-                    let acronym = n == 1 && phrase.len() >= 2 && phrase.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
-                    let long_word = n == 1 && phrase.len() >= 7 && phrase.chars().all(|c| c.is_ascii_lowercase() || c == '-');
-                    let multi = n >= 2 && win.iter().all(|w| w.len() >= 2 && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()));
+                    let acronym = n == 1
+                        && phrase.len() >= 2
+                        && phrase
+                            .chars()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+                    let long_word = n == 1
+                        && phrase.len() >= 7
+                        && phrase.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+                    let multi = n >= 2
+                        && win.iter().all(|w| {
+                            w.len() >= 2
+                                && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                        });
                     if !(acronym || long_word || multi) {
                         continue;
                     }
@@ -97,7 +121,9 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
                     if !seen_here.insert(key.clone()) {
                         continue;
                     }
-                    let e = counts.entry(key).or_insert((0, phrase.clone(), sentence.clone()));
+                    let e = counts
+                        .entry(key)
+                        .or_insert((0, phrase.clone(), sentence.clone()));
                     e.0 += 1;
                 }
             }
@@ -107,16 +133,27 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
         .into_iter()
         .filter(|(k, (n, phrase, _))| {
             let words = k.split(' ').count();
-            let marked = phrase.split(' ').skip(1).any(|w| w.chars().any(|c| c.is_ascii_uppercase())) || phrase.contains('-');
+            let marked = phrase
+                .split(' ')
+                .skip(1)
+                .any(|w| w.chars().any(|c| c.is_ascii_uppercase()))
+                || phrase.contains('-');
             let min = match (words, phrase.chars().any(|c| c.is_ascii_uppercase())) {
                 (1, true) => 1,
                 (1, false) => 3,
                 _ if marked => 1,
                 _ => 3,
             };
-            *n >= min && !house_terms.iter().any(|h| contains_term(k, h) || contains_term(h, k))
+            *n >= min
+                && !house_terms
+                    .iter()
+                    .any(|h| contains_term(k, h) || contains_term(h, k))
         })
-        .map(|(_, (count, term, context))| Candidate { term, count, context })
+        .map(|(_, (count, term, context))| Candidate {
+            term,
+            count,
+            context,
+        })
         .collect();
     // Prefer longer phrases; drop a phrase contained in a more frequent longer one.
     cands.sort_by(|a, b| {
@@ -144,7 +181,11 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
 /// Clean a model's one-term answer: first line, no quotes, no trailing punctuation, no
 /// review mark, no romanisation in brackets.
 pub fn clean_term(answer: &str) -> String {
-    let line = answer.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = answer
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let line = line.split(['(', '（']).next().unwrap_or("");
     let line = line.replace("[待审]", "");
     let line = line.rsplit([':', '：']).next().unwrap_or("");
@@ -176,13 +217,22 @@ pub fn build_glossary(
             needs_review: false,
         })
         .collect();
-    let house_lines: Vec<TermLine> = lines.iter().map(|l| TermLine { source: l.en.clone(), target: l.zh.clone() }).collect();
+    let house_lines: Vec<TermLine> = lines
+        .iter()
+        .map(|l| TermLine {
+            source: l.en.clone(),
+            target: l.zh.clone(),
+        })
+        .collect();
     for c in candidates {
         let p = glossary_prompt(source_lang, target_lang, &house_lines, &c.term, &c.context)?;
         let req = ChatRequest {
             messages: p.messages,
             split: p.split,
-            params: GenerationParams { max_new_tokens: 16, ..Default::default() },
+            params: GenerationParams {
+                max_new_tokens: 16,
+                ..Default::default()
+            },
         };
         let done = backend.complete(&req)?;
         on_call(c, &done);

@@ -9,7 +9,9 @@ use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend}
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
 use crate::prompts::agents::{review_prompt, translate_prompt, TermLine, DEFAULT_GUIDE};
-use crate::units::{reassemble, restore_placeholders, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind};
+use crate::units::{
+    reassemble, restore_placeholders, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind,
+};
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -94,8 +96,18 @@ mod tests {
 
     #[test]
     fn house_terms_are_injected_as_whole_words() {
-        let g = vec![GlossaryLine { en: "token".into(), zh: "词元".into(), pos: String::new(), context: String::new(), house: true, needs_review: false }];
-        assert_eq!(inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g), "词元 and a 词元, not tokenizer {{1}}.");
+        let g = vec![GlossaryLine {
+            en: "token".into(),
+            zh: "词元".into(),
+            pos: String::new(),
+            context: String::new(),
+            house: true,
+            needs_review: false,
+        }];
+        assert_eq!(
+            inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
+            "词元 and a 词元, not tokenizer {{1}}."
+        );
     }
 }
 
@@ -121,10 +133,16 @@ struct Plan {
 fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
     let (book, default_glossary) = match &opts.input {
         Some(p) => (load_book(p)?, None),
-        None => (super::sample_book::book(), Some(super::sample_book::GLOSSARY_JSON)),
+        None => (
+            super::sample_book::book(),
+            Some(super::sample_book::GLOSSARY_JSON),
+        ),
     };
     if book.chapters.is_empty() || book.chapters.iter().all(|c| c.text.trim().is_empty()) {
-        bail!("the book at {} is empty: nothing to translate", book.root.display());
+        bail!(
+            "the book at {} is empty: nothing to translate",
+            book.root.display()
+        );
     }
     let house = match (&opts.glossary, default_glossary) {
         (Some(p), _) => Glossary::load(p, &opts.source_lang, &opts.target_lang)?,
@@ -133,10 +151,14 @@ fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
     };
     let (guide, guide_origin) = match &opts.guide {
         Some(p) => (
-            std::fs::read_to_string(p).with_context(|| format!("cannot read guide {}", p.display()))?,
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read guide {}", p.display()))?,
             p.display().to_string(),
         ),
-        None => (DEFAULT_GUIDE.to_string(), "built-in guide.zh-CN.md".to_string()),
+        None => (
+            DEFAULT_GUIDE.to_string(),
+            "built-in guide.zh-CN.md".to_string(),
+        ),
     };
     let counter = EstimateTokens;
     let units = book
@@ -144,18 +166,32 @@ fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
         .iter()
         .map(|c| segment_chapter(c, opts.unit_tokens, &counter))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Plan { book, units, house, guide, guide_origin })
+    Ok(Plan {
+        book,
+        units,
+        house,
+        guide,
+        guide_origin,
+    })
 }
 
 fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
-    g.iter().map(|l| TermLine { source: l.en.clone(), target: l.zh.clone() }).collect()
+    g.iter()
+        .map(|l| TermLine {
+            source: l.en.clone(),
+            target: l.zh.clone(),
+        })
+        .collect()
 }
 
 fn unit_terms(unit: &Unit, g: &[GlossaryLine]) -> Vec<TermLine> {
     let lower = unit.source.to_lowercase();
     g.iter()
         .filter(|l| contains_term(&lower, &l.en.to_lowercase()))
-        .map(|l| TermLine { source: l.en.clone(), target: l.zh.clone() })
+        .map(|l| TermLine {
+            source: l.en.clone(),
+            target: l.zh.clone(),
+        })
         .collect()
 }
 
@@ -184,7 +220,10 @@ fn clean_output(text: &str, unit: &Unit) -> String {
 /// before the model sees it (whole words, any case, with a plural ending), so even a small
 /// model cannot translate them differently. The glossary check still verifies the result.
 pub fn inject_house_terms(passage: &str, glossary: &[GlossaryLine]) -> String {
-    let mut house: Vec<&GlossaryLine> = glossary.iter().filter(|l| l.house && !l.en.trim().is_empty()).collect();
+    let mut house: Vec<&GlossaryLine> = glossary
+        .iter()
+        .filter(|l| l.house && !l.en.trim().is_empty())
+        .collect();
     house.sort_by_key(|l| std::cmp::Reverse(l.en.len()));
     let mut out = passage.to_string();
     for l in house {
@@ -222,23 +261,29 @@ impl Manager<'_> {
     fn record_call(&mut self, agent: &str, note: &str, c: &Completion, outcome: &str) {
         self.checkpoint.value.result.quire.cached_prefix_tokens += c.cached_tokens;
         self.checkpoint.value.result.quire.new_tokens_total += c.completion_tokens;
-        self.checkpoint.value.result.tracker_calls.push(TrackerCall {
-            agent: agent.into(),
-            prompt_tokens: c.prompt_tokens,
-            completion_tokens: c.completion_tokens,
-            note: note.into(),
-            latency_seconds: c.latency_seconds,
-            provider: "local".into(),
-            model: self.model_name.clone(),
-            outcome: outcome.into(),
-            cached_prefix_tokens: c.cached_tokens,
-            cache_source: c.cache_source.into(),
-            device: self.device.clone(),
-            ttft_seconds: c.ttft_seconds,
-        });
-        self.event(json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
+        self.checkpoint
+            .value
+            .result
+            .tracker_calls
+            .push(TrackerCall {
+                agent: agent.into(),
+                prompt_tokens: c.prompt_tokens,
+                completion_tokens: c.completion_tokens,
+                note: note.into(),
+                latency_seconds: c.latency_seconds,
+                provider: "local".into(),
+                model: self.model_name.clone(),
+                outcome: outcome.into(),
+                cached_prefix_tokens: c.cached_tokens,
+                cache_source: c.cache_source.into(),
+                device: self.device.clone(),
+                ttft_seconds: c.ttft_seconds,
+            });
+        self.event(
+            json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
             "cached_tokens": c.cached_tokens, "completion_tokens": c.completion_tokens,
-            "latency_seconds": c.latency_seconds, "outcome": outcome}));
+            "latency_seconds": c.latency_seconds, "outcome": outcome}),
+        );
     }
 
     /// Refuse a dispatch that would break a budget; `Some(reason)` means stop.
@@ -246,7 +291,9 @@ impl Manager<'_> {
         if let Some(limit) = self.opts.max_new_tokens_total {
             let used = self.checkpoint.value.result.quire.new_tokens_total;
             if used + reserve > limit {
-                return Some(format!("token budget: {used} of {limit} new tokens used, next call reserves {reserve}"));
+                return Some(format!(
+                    "token budget: {used} of {limit} new tokens used, next call reserves {reserve}"
+                ));
             }
         }
         if let Some(d) = self.opts.deadline {
@@ -258,19 +305,24 @@ impl Manager<'_> {
     }
 
     fn context_size(&self) -> usize {
-        serde_json::to_vec(&self.checkpoint.value.result.manager_context_final).map(|v| v.len()).unwrap_or(0)
+        serde_json::to_vec(&self.checkpoint.value.result.manager_context_final)
+            .map(|v| v.len())
+            .unwrap_or(0)
     }
 
     fn save(&mut self) -> Result<()> {
         let mut progress = BTreeMap::new();
         for r in self.checkpoint.value.result.quire.units.values() {
-            *progress.entry(format!("{:?}", r.state).to_uppercase()).or_insert(0) += 1;
+            *progress
+                .entry(format!("{:?}", r.state).to_uppercase())
+                .or_insert(0) += 1;
         }
         self.checkpoint.value.result.manager_context_final.progress = progress;
         let size = self.context_size();
         let r = &mut self.checkpoint.value.result;
         r.manager_context_peak = r.manager_context_peak.max(size);
-        self.checkpoint.value.elapsed_seconds = self.elapsed_before + self.started.elapsed().as_secs_f64();
+        self.checkpoint.value.elapsed_seconds =
+            self.elapsed_before + self.started.elapsed().as_secs_f64();
         self.checkpoint.save(&self.out)
     }
 
@@ -355,16 +407,41 @@ pub struct RunSummary {
 }
 
 /// Fingerprint of everything that determines the output.
-fn fingerprint(plan: &Plan, opts: &TranslateOptions, model_hash: &str, template: &str, params: &str) -> (String, BTreeMap<String, String>) {
+fn fingerprint(
+    plan: &Plan,
+    opts: &TranslateOptions,
+    model_hash: &str,
+    template: &str,
+    params: &str,
+) -> (String, BTreeMap<String, String>) {
     let mut inputs = BTreeMap::new();
     for c in &plan.book.chapters {
-        inputs.insert(format!("chapter:{}", c.name()), sha256_hex(c.text.as_bytes()));
+        inputs.insert(
+            format!("chapter:{}", c.name()),
+            sha256_hex(c.text.as_bytes()),
+        );
     }
-    inputs.insert("glossary".into(), sha256_hex(serde_json::to_string(&plan.house).unwrap_or_default().as_bytes()));
+    inputs.insert(
+        "glossary".into(),
+        sha256_hex(
+            serde_json::to_string(&plan.house)
+                .unwrap_or_default()
+                .as_bytes(),
+        ),
+    );
     inputs.insert("guide".into(), sha256_hex(plan.guide.as_bytes()));
     inputs.insert("model".into(), model_hash.to_string());
     inputs.insert("template".into(), sha256_hex(template.as_bytes()));
-    inputs.insert("params".into(), sha256_hex(format!("{params}|{}|{}|{}|{:?}", opts.source_lang, opts.target_lang, opts.unit_tokens, opts.mode).as_bytes()));
+    inputs.insert(
+        "params".into(),
+        sha256_hex(
+            format!(
+                "{params}|{}|{}|{}|{:?}",
+                opts.source_lang, opts.target_lang, opts.unit_tokens, opts.mode
+            )
+            .as_bytes(),
+        ),
+    );
     let all = serde_json::to_string(&inputs).unwrap_or_default();
     (sha256_hex(all.as_bytes()), inputs)
 }
@@ -373,13 +450,21 @@ fn print_plan(plan: &Plan, opts: &TranslateOptions) {
     let counter = EstimateTokens;
     let mut total_in = 0usize;
     let mut n = 0usize;
-    println!("Plan: {} chapter(s) from {}", plan.book.chapters.len(), plan.book.root.display());
+    println!(
+        "Plan: {} chapter(s) from {}",
+        plan.book.chapters.len(),
+        plan.book.root.display()
+    );
     for (c, units) in plan.book.chapters.iter().zip(&plan.units) {
         println!("  {} — {} unit(s)", c.name(), units.len());
         for u in units {
             let t = counter.count_tokens(&u.protected);
             let kind = match u.kind {
-                UnitKind::Translate => format!("translate ~{t} tokens, {} placeholder(s), max {} new", u.placeholders.len(), max_new_tokens_for(u)),
+                UnitKind::Translate => format!(
+                    "translate ~{t} tokens, {} placeholder(s), max {} new",
+                    u.placeholders.len(),
+                    max_new_tokens_for(u)
+                ),
                 UnitKind::Verbatim => "verbatim (never sent to the model)".to_string(),
             };
             println!("    {:<24} {kind}", u.id);
@@ -393,9 +478,14 @@ fn print_plan(plan: &Plan, opts: &TranslateOptions) {
     println!("Token budget per agent (estimates):");
     println!("  glossary : ≤{} candidate calls × (prefix ~{} cached + ~40 per term), ≤16 new tokens each", opts.glossary_terms, guide_tokens / 2);
     println!("  translate: {n} calls × (prefix ~{guide_tokens} cached once + ~{} per unit), ~{} new tokens in all", total_in / n.max(1), total_in * 2);
-    println!("  proofread: flagged units (+ every {}th clean one) × ~{} tokens", opts.review_every.max(1), 2 * total_in / n.max(1) + 200);
+    println!(
+        "  proofread: flagged units (+ every {}th clean one) × ~{} tokens",
+        opts.review_every.max(1),
+        2 * total_in / n.max(1) + 200
+    );
     println!("  revise   : at most {MAX_REVISIONS} per unit that fails hard checks");
-    let secs = (guide_tokens as f64 + total_in as f64) / EST_PREFILL_TPS + (total_in as f64 * 2.0) / EST_DECODE_TPS;
+    let secs = (guide_tokens as f64 + total_in as f64) / EST_PREFILL_TPS
+        + (total_in as f64 * 2.0) / EST_DECODE_TPS;
     println!("Estimated time: ~{:.0} min (assumes {EST_PREFILL_TPS:.0} tok/s prefill, {EST_DECODE_TPS:.0} tok/s decode; measure with `quire bench engine`)", secs / 60.0);
 }
 
@@ -406,20 +496,40 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         print_plan(&plan, opts);
         return Ok(None);
     }
-    std::fs::create_dir_all(&opts.out).with_context(|| format!("cannot create output directory {}", opts.out.display()))?;
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create output directory {}", opts.out.display()))?;
     let out = opts.out.clone();
     let _lock = lock_dir(&out)?;
 
     // The model.
-    let model_path = crate::model_store::resolve_model(opts.model.as_deref(), true, opts.progress != ProgressMode::Bar)?;
+    let model_path = crate::model_store::resolve_model(
+        opts.model.as_deref(),
+        true,
+        opts.progress != ProgressMode::Bar,
+    )?;
     let device = crate::engine::device::parse_device(&opts.device)?;
-    let engine = crate::engine::Engine::load(&model_path, &device, &crate::engine::LoadOptions { chat_template: opts.chat_template.clone() })?;
+    let engine = crate::engine::Engine::load(
+        &model_path,
+        &device,
+        &crate::engine::LoadOptions {
+            chat_template: opts.chat_template.clone(),
+        },
+    )?;
     let model_hash = crate::model_store::content_hash(&model_path)?;
     let template = engine.template.source.clone();
-    let disk = opts.prefix_cache_dir.as_ref().map(|d| DiskPrefixCache::new(d, 4 << 30));
+    let disk = opts
+        .prefix_cache_dir
+        .as_ref()
+        .map(|d| DiskPrefixCache::new(d, 4 << 30));
     let mut backend = LocalBackend::new(engine, 2 << 30, disk)?;
     let translate_params = GenerationParams::default();
-    let (fp, inputs) = fingerprint(&plan, opts, &model_hash, &template, &serde_json::to_string(&translate_params)?);
+    let (fp, inputs) = fingerprint(
+        &plan,
+        opts,
+        &model_hash,
+        &template,
+        &serde_json::to_string(&translate_params)?,
+    );
 
     let previous = Checkpoint::load(&out);
     let (checkpoint, elapsed_before) = match previous {
@@ -427,16 +537,29 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             let e = c.value.elapsed_seconds;
             (c, e)
         }
-        _ => (Checkpoint { campaign_fingerprint: fp.clone(), ..Default::default() }, 0.0),
+        _ => (
+            Checkpoint {
+                campaign_fingerprint: fp.clone(),
+                ..Default::default()
+            },
+            0.0,
+        ),
     };
-    let total_units: usize = plan.units.iter().flatten().filter(|u| u.kind == UnitKind::Translate).count();
+    let total_units: usize = plan
+        .units
+        .iter()
+        .flatten()
+        .filter(|u| u.kind == UnitKind::Translate)
+        .count();
     let bar = match opts.progress {
         ProgressMode::Bar => ProgressBar::new(total_units as u64),
         _ => ProgressBar::hidden(),
     };
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} units  ETA {eta}  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} units  ETA {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut m = Manager {
         opts,
@@ -456,10 +579,30 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         r.quire.inputs = inputs;
         r.quire.stopped = None;
         let ctx = &mut r.manager_context_final;
-        ctx.task = format!("translate {} ({} → {})", plan.book.root.display(), opts.source_lang, opts.target_lang);
-        ctx.guide = format!("{} sha256:{}", plan.guide_origin, &sha256_hex(plan.guide.as_bytes())[..16]);
-        ctx.plan = plan.units.iter().flatten().filter(|u| u.kind == UnitKind::Translate).map(|u| u.id.clone()).collect();
-        for u in plan.units.iter().flatten().filter(|u| u.kind == UnitKind::Translate) {
+        ctx.task = format!(
+            "translate {} ({} → {})",
+            plan.book.root.display(),
+            opts.source_lang,
+            opts.target_lang
+        );
+        ctx.guide = format!(
+            "{} sha256:{}",
+            plan.guide_origin,
+            &sha256_hex(plan.guide.as_bytes())[..16]
+        );
+        ctx.plan = plan
+            .units
+            .iter()
+            .flatten()
+            .filter(|u| u.kind == UnitKind::Translate)
+            .map(|u| u.id.clone())
+            .collect();
+        for u in plan
+            .units
+            .iter()
+            .flatten()
+            .filter(|u| u.kind == UnitKind::Translate)
+        {
             r.quire.units.entry(u.id.clone()).or_insert(UnitRecord {
                 state: UnitState::Planned,
                 source_hash: u.content_hash(),
@@ -471,7 +614,14 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             // A unit whose source changed starts over.
             let rec = r.quire.units.get_mut(&u.id).expect("inserted");
             if rec.source_hash != u.content_hash() {
-                *rec = UnitRecord { state: UnitState::Planned, source_hash: u.content_hash(), memory_key: None, output_hash: None, attempts: 0, errors: 0 };
+                *rec = UnitRecord {
+                    state: UnitState::Planned,
+                    source_hash: u.content_hash(),
+                    memory_key: None,
+                    output_hash: None,
+                    attempts: 0,
+                    errors: 0,
+                };
             }
         }
         let ids: std::collections::HashSet<&String> = ctx.plan.iter().collect();
@@ -484,26 +634,58 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let glossary_lines: Vec<GlossaryLine> = match std::fs::read_to_string(&glossary_path) {
         Ok(text) => {
             let lines: Vec<GlossaryLine> = serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{}: line {}, column {}: {e} (fix it, or delete it to regenerate)", glossary_path.display(), e.line(), e.column())
+                anyhow::anyhow!(
+                    "{}: line {}, column {}: {e} (fix it, or delete it to regenerate)",
+                    glossary_path.display(),
+                    e.line(),
+                    e.column()
+                )
             })?;
             // House terms are forced even if the file was edited.
-            let mut lines: Vec<GlossaryLine> = lines.into_iter().filter(|l| !plan.house.entries.iter().any(|h| h.source.eq_ignore_ascii_case(&l.en))).collect();
-            let mut house: Vec<GlossaryLine> = glossary_agent::build_glossary(&mut backend, &[], &plan.house, &opts.source_lang, &opts.target_lang, &mut |_, _| {})?;
+            let mut lines: Vec<GlossaryLine> = lines
+                .into_iter()
+                .filter(|l| {
+                    !plan
+                        .house
+                        .entries
+                        .iter()
+                        .any(|h| h.source.eq_ignore_ascii_case(&l.en))
+                })
+                .collect();
+            let mut house: Vec<GlossaryLine> = glossary_agent::build_glossary(
+                &mut backend,
+                &[],
+                &plan.house,
+                &opts.source_lang,
+                &opts.target_lang,
+                &mut |_, _| {},
+            )?;
             house.append(&mut lines);
             house
         }
         Err(_) => {
             let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
-            let cands = glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms);
+            let cands =
+                glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms);
             m.progress.set_message("glossary");
             let mut calls: Vec<(String, Completion)> = Vec::new();
-            let lines = glossary_agent::build_glossary(&mut backend, &cands, &plan.house, &opts.source_lang, &opts.target_lang, &mut |c, done| {
-                calls.push((c.term.clone(), done.clone()));
-            })?;
+            let lines = glossary_agent::build_glossary(
+                &mut backend,
+                &cands,
+                &plan.house,
+                &opts.source_lang,
+                &opts.target_lang,
+                &mut |c, done| {
+                    calls.push((c.term.clone(), done.clone()));
+                },
+            )?;
             for (term, c) in &calls {
                 m.record_call("glossary", term, c, "ok");
             }
-            write_atomic(&glossary_path, serde_json::to_string_pretty(&lines)?.as_bytes())?;
+            write_atomic(
+                &glossary_path,
+                serde_json::to_string_pretty(&lines)?.as_bytes(),
+            )?;
             lines
         }
     };
@@ -515,11 +697,13 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         "inferred_terms": glossary_lines.iter().filter(|l| !l.house).count(),
     });
     let all_terms = term_lines(&glossary_lines);
-    let ctx = CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
+    let ctx =
+        CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
     m.save()?;
 
     // 2. Translate every unit, with checks and revisions.
-    let mut translations: Vec<Vec<Option<String>>> = plan.units.iter().map(|u| vec![None; u.len()]).collect();
+    let mut translations: Vec<Vec<Option<String>>> =
+        plan.units.iter().map(|u| vec![None; u.len()]).collect();
     let mut unit_findings: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
     let mut reused = 0usize;
     let mut revised = 0usize;
@@ -532,20 +716,42 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 continue;
             }
             let key = sha256_hex(
-                format!("{}|{}|{}|{}|{:?}|{}", unit.content_hash(), glossary_hash, inputs_key(&m), opts.target_lang, opts.mode, unit.id).as_bytes(),
+                format!(
+                    "{}|{}|{}|{}|{:?}|{}",
+                    unit.content_hash(),
+                    glossary_hash,
+                    inputs_key(&m),
+                    opts.target_lang,
+                    opts.mode,
+                    unit.id
+                )
+                .as_bytes(),
             );
             if let Some(e) = read_memory(&out, &key, unit) {
                 translations[ci][ui] = Some(e.translation.clone());
                 unit_findings.insert(unit.id.clone(), e.findings.clone());
-                let rec = m.checkpoint.value.result.quire.units.get_mut(&unit.id).expect("planned");
-                let was_final = rec.state.is_final() && rec.memory_key.as_deref() == Some(key.as_str());
+                let rec = m
+                    .checkpoint
+                    .value
+                    .result
+                    .quire
+                    .units
+                    .get_mut(&unit.id)
+                    .expect("planned");
+                let was_final =
+                    rec.state.is_final() && rec.memory_key.as_deref() == Some(key.as_str());
                 rec.state = e.state;
                 rec.memory_key = Some(key.clone());
                 rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
                 rec.attempts = e.attempts;
                 rec.errors = e.errors;
                 if !was_final {
-                    m.checkpoint.value.result.manager_context_final.call_log.push(format!("{}: reused from translation memory", unit.id));
+                    m.checkpoint
+                        .value
+                        .result
+                        .manager_context_final
+                        .call_log
+                        .push(format!("{}: reused from translation memory", unit.id));
                 }
                 reused += 1;
                 m.progress.inc(1);
@@ -561,9 +767,25 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     m.set_state(unit, UnitState::Planned)?;
                     break 'chapters;
                 }
-                m.set_state(unit, if attempt == 0 { UnitState::Running } else { UnitState::Revising })?;
-                m.progress.set_message(format!("{} (attempt {})", unit.id, attempt + 1));
-                let prompt = translate_prompt(&plan.guide, &opts.source_lang, &opts.target_lang, &all_terms, &unit_terms(unit, &glossary_lines), &findings_text, &inject_house_terms(&unit.protected, &glossary_lines))?;
+                m.set_state(
+                    unit,
+                    if attempt == 0 {
+                        UnitState::Running
+                    } else {
+                        UnitState::Revising
+                    },
+                )?;
+                m.progress
+                    .set_message(format!("{} (attempt {})", unit.id, attempt + 1));
+                let prompt = translate_prompt(
+                    &plan.guide,
+                    &opts.source_lang,
+                    &opts.target_lang,
+                    &all_terms,
+                    &unit_terms(unit, &glossary_lines),
+                    &findings_text,
+                    &inject_house_terms(&unit.protected, &glossary_lines),
+                )?;
                 let (messages, split) = match opts.mode {
                     Mode::Orchestrated => (prompt.messages.clone(), prompt.split),
                     Mode::Single => {
@@ -573,26 +795,53 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                         }
                         let mut msgs = single_history.clone();
                         msgs.push(prompt.messages[1].clone());
-                        let split = crate::prompts::stable_prefix::SplitPoint { message: msgs.len() - 1, offset: 0 };
+                        let split = crate::prompts::stable_prefix::SplitPoint {
+                            message: msgs.len() - 1,
+                            offset: 0,
+                        };
                         (msgs, split)
                     }
                 };
-                let req = ChatRequest { messages, split, params: GenerationParams { max_new_tokens: reserve, ..translate_params.clone() } };
+                let req = ChatRequest {
+                    messages,
+                    split,
+                    params: GenerationParams {
+                        max_new_tokens: reserve,
+                        ..translate_params.clone()
+                    },
+                };
                 let done = backend.complete(&req)?;
                 context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
                 attempts += 1;
                 m.set_state(unit, UnitState::Reviewing)?;
                 let raw = clean_output(&done.text, unit);
                 let (restored, findings) = check_model_output(unit, &raw, &ctx);
-                let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
+                let errors: Vec<&Finding> = findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Error)
+                    .collect();
                 let text = restored.unwrap_or_else(|_| {
                     // Keep the attempt readable: unknown placeholders stay, known ones are restored where possible.
                     restore_lenient(unit, &raw)
                 });
                 let n_err = errors.len();
-                let outcome = if n_err == 0 { "ok" } else if attempt < MAX_REVISIONS { "revise" } else { "blocked" };
-                m.record_call(if attempt == 0 { "translate" } else { "revise" }, &unit.id, &done, outcome);
-                findings_text = errors.iter().map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action)).collect();
+                let outcome = if n_err == 0 {
+                    "ok"
+                } else if attempt < MAX_REVISIONS {
+                    "revise"
+                } else {
+                    "blocked"
+                };
+                m.record_call(
+                    if attempt == 0 { "translate" } else { "revise" },
+                    &unit.id,
+                    &done,
+                    outcome,
+                );
+                findings_text = errors
+                    .iter()
+                    .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
+                    .collect();
                 if best.as_ref().is_none_or(|b| n_err < b.0) {
                     best = Some((n_err, text, findings.clone()));
                 }
@@ -601,13 +850,21 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 }
             }
             let (n_err, text, findings) = best.expect("at least one attempt");
-            let state = if n_err == 0 { UnitState::Passed } else { UnitState::Blocked };
+            let state = if n_err == 0 {
+                UnitState::Passed
+            } else {
+                UnitState::Blocked
+            };
             if attempts > 1 {
                 revised += 1;
             }
             if opts.mode == Mode::Single {
-                single_history.push(crate::prompts::chat_template::Message::user(unit.protected.clone()));
-                single_history.push(crate::prompts::chat_template::Message::assistant(text.clone()));
+                single_history.push(crate::prompts::chat_template::Message::user(
+                    unit.protected.clone(),
+                ));
+                single_history.push(crate::prompts::chat_template::Message::assistant(
+                    text.clone(),
+                ));
             }
             let entry = MemoryEntry {
                 unit_id: unit.id.clone(),
@@ -618,7 +875,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 errors: n_err,
                 findings: findings.clone(),
             };
-            write_atomic(&memory_path(&out, &key), serde_json::to_string_pretty(&entry)?.as_bytes())?;
+            write_atomic(
+                &memory_path(&out, &key),
+                serde_json::to_string_pretty(&entry)?.as_bytes(),
+            )?;
             translations[ci][ui] = Some(text.clone());
             unit_findings.insert(unit.id.clone(), findings);
             {
@@ -629,8 +889,13 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 rec.output_hash = Some(sha256_hex(text.as_bytes()));
                 rec.attempts = attempts;
                 rec.errors = n_err;
-                r.manager_context_final.call_log.push(format!("{}: {:?} after {attempts} attempt(s)", unit.id, state));
-                r.manager_context_final.file_index.insert(format!("memory/{key}.json"), sha256_hex(text.as_bytes()));
+                r.manager_context_final.call_log.push(format!(
+                    "{}: {:?} after {attempts} attempt(s)",
+                    unit.id, state
+                ));
+                r.manager_context_final
+                    .file_index
+                    .insert(format!("memory/{key}.json"), sha256_hex(text.as_bytes()));
             }
             m.set_state(unit, state)?;
             m.save()?;
@@ -647,15 +912,24 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         let texts: Vec<String> = units
             .iter()
             .zip(&translations[ci])
-            .map(|(u, t)| t.clone().unwrap_or_else(|| restore_placeholders(u, &u.protected).unwrap_or_else(|_| u.source.clone())))
+            .map(|(u, t)| {
+                t.clone().unwrap_or_else(|| {
+                    restore_placeholders(u, &u.protected).unwrap_or_else(|_| u.source.clone())
+                })
+            })
             .collect();
         let text = reassemble(units, &texts);
         let path = book_dir.join(&chapter.rel_path);
         write_atomic(&path, text.as_bytes())?;
-        m.checkpoint.value.result.manager_context_final.file_index.insert(
-            format!("book/{}", chapter.name()),
-            sha256_hex(text.as_bytes()),
-        );
+        m.checkpoint
+            .value
+            .result
+            .manager_context_final
+            .file_index
+            .insert(
+                format!("book/{}", chapter.name()),
+                sha256_hex(text.as_bytes()),
+            );
         chapter_texts.push((chapter.name(), texts, text));
     }
 
@@ -673,15 +947,21 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     if stopped.is_none() {
         for (ci, units) in plan.units.iter().enumerate() {
             for (ui, unit) in units.iter().enumerate() {
-                let Some(t) = &translations[ci][ui] else { continue };
+                let Some(t) = &translations[ci][ui] else {
+                    continue;
+                };
                 if unit.kind != UnitKind::Translate {
                     continue;
                 }
-                let flagged = qa_findings.iter().any(|f| f.unit.as_deref() == Some(&unit.id) && f.severity <= Severity::Warning);
+                let flagged = qa_findings.iter().any(|f| {
+                    f.unit.as_deref() == Some(&unit.id) && f.severity <= Severity::Warning
+                });
                 if !flagged {
                     clean_seen += 1;
                 }
-                let sample = opts.review_every > 0 && !flagged && clean_seen % opts.review_every == 1 % opts.review_every.max(1);
+                let sample = opts.review_every > 0
+                    && !flagged
+                    && clean_seen % opts.review_every == 1 % opts.review_every.max(1);
                 if !(flagged || sample) {
                     continue;
                 }
@@ -689,15 +969,38 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     stopped = Some(reason);
                     break;
                 }
-                let p = review_prompt(&opts.source_lang, &opts.target_lang, &all_terms, unit.source.trim(), t.trim())?;
-                let req = ChatRequest { messages: p.messages, split: p.split, params: GenerationParams { max_new_tokens: 96, ..Default::default() } };
+                let p = review_prompt(
+                    &opts.source_lang,
+                    &opts.target_lang,
+                    &all_terms,
+                    unit.source.trim(),
+                    t.trim(),
+                )?;
+                let req = ChatRequest {
+                    messages: p.messages,
+                    split: p.split,
+                    params: GenerationParams {
+                        max_new_tokens: 96,
+                        ..Default::default()
+                    },
+                };
                 let done = backend.complete(&req)?;
                 reviewed += 1;
                 let verdict = done.text.trim().to_string();
                 let ok = verdict.to_uppercase().starts_with("OK");
-                m.record_call("proofread", &unit.id, &done, if ok { "ok" } else { "issues" });
+                m.record_call(
+                    "proofread",
+                    &unit.id,
+                    &done,
+                    if ok { "ok" } else { "issues" },
+                );
                 if !ok {
-                    for line in verdict.lines().map(str::trim).filter(|l| !l.is_empty()).take(3) {
+                    for line in verdict
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .take(3)
+                    {
                         issues.push(json!({"unit": unit.id, "source": "model_review", "severity": "info", "issue": line.trim_start_matches("- ")}));
                     }
                 }
@@ -716,17 +1019,32 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         .iter()
         .filter(|(_, r)| r.state == UnitState::Blocked)
         .map(|(k, _)| k.clone())
-        .chain(qa_findings.iter().filter(|f| f.severity == Severity::Error).filter_map(|f| f.unit.clone()))
+        .chain(
+            qa_findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .filter_map(|f| f.unit.clone()),
+        )
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     let report = Report::from_findings(qa_findings.clone(), plan.book.chapters.len());
     let (adherent, occurrences) = house_adherence(&plan, &translations, &glossary_lines);
-    let adherence = if occurrences == 0 { 100.0 } else { 100.0 * adherent as f64 / occurrences as f64 };
+    let adherence = if occurrences == 0 {
+        100.0
+    } else {
+        100.0 * adherent as f64 / occurrences as f64
+    };
 
     let states = &m.checkpoint.value.result.quire.units;
-    let passed = states.values().filter(|r| r.state == UnitState::Passed).count();
-    let blocked = states.values().filter(|r| r.state == UnitState::Blocked).count();
+    let passed = states
+        .values()
+        .filter(|r| r.state == UnitState::Passed)
+        .count();
+    let blocked = states
+        .values()
+        .filter(|r| r.state == UnitState::Blocked)
+        .count();
     let remaining = states.values().filter(|r| !r.state.is_final()).count();
     let complete = remaining == 0;
     let summary_json = json!({
@@ -736,8 +1054,14 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         "by_category": report.summary.by_category,
     });
     let proof = json!({"issues": issues, "units_need_revision": units_need_revision, "summary": summary_json});
-    write_atomic(&out.join("proofreading_report.json"), serde_json::to_string_pretty(&proof)?.as_bytes())?;
-    write_atomic(&out.join("proofreading_report.md"), proofreading_markdown(&proof, &report).as_bytes())?;
+    write_atomic(
+        &out.join("proofreading_report.json"),
+        serde_json::to_string_pretty(&proof)?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("proofreading_report.md"),
+        proofreading_markdown(&proof, &report).as_bytes(),
+    )?;
 
     // 5. run.json and the final checkpoint.
     let calls: Vec<TrackerCall> = m.checkpoint.value.result.tracker_calls[calls_before..].to_vec();
@@ -746,8 +1070,16 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let completion_total: usize = calls.iter().map(|c| c.completion_tokens).sum();
     let model_seconds: f64 = calls.iter().map(|c| c.latency_seconds).sum();
     let wall = m.started.elapsed().as_secs_f64();
-    let hit_rate = if prompt_total == 0 { 0.0 } else { cached_total as f64 / prompt_total as f64 };
-    let tps = if model_seconds > 0.0 { completion_total as f64 / model_seconds } else { 0.0 };
+    let hit_rate = if prompt_total == 0 {
+        0.0
+    } else {
+        cached_total as f64 / prompt_total as f64
+    };
+    let tps = if model_seconds > 0.0 {
+        completion_total as f64 / model_seconds
+    } else {
+        0.0
+    };
     let run_json = json!({
         "model": m.model_name, "model_path": model_path.display().to_string(), "device": m.device,
         "mode": m.checkpoint.value.result.mode,
@@ -759,7 +1091,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             "model_seconds": model_seconds, "tokens_per_second": tps, "reused_units": reused,
             "context_peak_tokens": context_peak, "prefix_cache": backend.store.stats},
     });
-    write_atomic(&out.join("run.json"), serde_json::to_string_pretty(&run_json)?.as_bytes())?;
+    write_atomic(
+        &out.join("run.json"),
+        serde_json::to_string_pretty(&run_json)?.as_bytes(),
+    )?;
     {
         let r = &mut m.checkpoint.value.result;
         r.report = json!({"path": "proofreading_report.json", "summary": summary_json});
@@ -793,7 +1128,16 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
 
 fn inputs_key(m: &Manager) -> String {
     let i = &m.checkpoint.value.result.quire.inputs;
-    sha256_hex(format!("{:?}{:?}{:?}{:?}", i.get("guide"), i.get("model"), i.get("template"), i.get("params")).as_bytes())
+    sha256_hex(
+        format!(
+            "{:?}{:?}{:?}{:?}",
+            i.get("guide"),
+            i.get("model"),
+            i.get("template"),
+            i.get("params")
+        )
+        .as_bytes(),
+    )
 }
 
 /// Restore what can be restored when placeholders are broken (for the kept attempt).
@@ -809,11 +1153,17 @@ fn restore_lenient(unit: &Unit, raw: &str) -> String {
 
 /// House-term occurrences honoured: for each unit and house term present in its source,
 /// whether the translation contains the required target.
-fn house_adherence(plan: &Plan, translations: &[Vec<Option<String>>], g: &[GlossaryLine]) -> (usize, usize) {
+fn house_adherence(
+    plan: &Plan,
+    translations: &[Vec<Option<String>>],
+    g: &[GlossaryLine],
+) -> (usize, usize) {
     let (mut ok, mut all) = (0, 0);
     for (ci, units) in plan.units.iter().enumerate() {
         for (ui, u) in units.iter().enumerate() {
-            let (Some(t), UnitKind::Translate) = (&translations[ci][ui], u.kind) else { continue };
+            let (Some(t), UnitKind::Translate) = (&translations[ci][ui], u.kind) else {
+                continue;
+            };
             let lower = u.source.to_lowercase();
             for l in g.iter().filter(|l| l.house) {
                 if contains_term(&lower, &l.en.to_lowercase()) {
@@ -857,11 +1207,18 @@ fn proofreading_markdown(proof: &serde_json::Value, report: &Report) -> String {
         ));
     }
     if let Some(list) = proof["issues"].as_array() {
-        let reviews: Vec<_> = list.iter().filter(|i| i["source"] == "model_review").collect();
+        let reviews: Vec<_> = list
+            .iter()
+            .filter(|i| i["source"] == "model_review")
+            .collect();
         if !reviews.is_empty() {
             s.push_str("\n## Model review notes\n\n");
             for i in reviews {
-                s.push_str(&format!("- {}: {}\n", i["unit"].as_str().unwrap_or(""), i["issue"].as_str().unwrap_or("")));
+                s.push_str(&format!(
+                    "- {}: {}\n",
+                    i["unit"].as_str().unwrap_or(""),
+                    i["issue"].as_str().unwrap_or("")
+                ));
             }
         }
     }

@@ -6,9 +6,18 @@ use std::path::PathBuf;
 
 /// Chapters: (file name, text).
 pub const CHAPTERS: &[(&str, &str)] = &[
-    ("chapter1.md", include_str!("../../examples/sample-book/chapter1.md")),
-    ("chapter2.md", include_str!("../../examples/sample-book/chapter2.md")),
-    ("chapter3.md", include_str!("../../examples/sample-book/chapter3.md")),
+    (
+        "chapter1.md",
+        include_str!("../../examples/sample-book/chapter1.md"),
+    ),
+    (
+        "chapter2.md",
+        include_str!("../../examples/sample-book/chapter2.md"),
+    ),
+    (
+        "chapter3.md",
+        include_str!("../../examples/sample-book/chapter3.md"),
+    ),
 ];
 
 /// The sample book's house glossary (JSON).
@@ -20,7 +29,10 @@ pub fn book() -> Book {
         root: PathBuf::from("examples/sample-book"),
         chapters: CHAPTERS
             .iter()
-            .map(|(name, text)| Chapter { rel_path: PathBuf::from(name), text: text.to_string() })
+            .map(|(name, text)| Chapter {
+                rel_path: PathBuf::from(name),
+                text: text.to_string(),
+            })
             .collect(),
     }
 }

@@ -17,8 +17,12 @@ pub fn model_path(name: &str) -> PathBuf {
 }
 
 fn load(name: &str) -> Engine {
-    Engine::load(&model_path(name), &candle_core::Device::Cpu, &LoadOptions::default())
-        .unwrap_or_else(|e| panic!("cannot load {name}: {e:#}"))
+    Engine::load(
+        &model_path(name),
+        &candle_core::Device::Cpu,
+        &LoadOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("cannot load {name}: {e:#}"))
 }
 
 /// The Qwen engine, loaded once per test binary.
@@ -43,5 +47,8 @@ pub fn max_abs_diff(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
     let a: Vec<f32> = a.to_vec1().unwrap();
     let b: Vec<f32> = b.to_vec1().unwrap();
     assert_eq!(a.len(), b.len());
-    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }

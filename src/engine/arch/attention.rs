@@ -42,7 +42,17 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// One query row against keys `0..visible` of one kv head.
-fn attend_row(q: &[f32], keys: &[f32], values: &[f32], visible: usize, hd: usize, scale: f32, scores: &mut Vec<f32>, out: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn attend_row(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    visible: usize,
+    hd: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     scores.clear();
     let mut max = f32::NEG_INFINITY;
     for j in 0..visible {
@@ -83,11 +93,17 @@ impl CustomOp3 for CausalAttention {
         let (nh, t, hd) = l1.shape().dims3()?;
         let (nkv, cap, hd2) = l2.shape().dims3()?;
         if hd != hd2 || l3.shape() != l2.shape() || nh % nkv != 0 {
-            candle_core::bail!("attention: incompatible shapes {:?} {:?}", l1.shape(), l2.shape());
+            candle_core::bail!(
+                "attention: incompatible shapes {:?} {:?}",
+                l1.shape(),
+                l2.shape()
+            );
         }
-        let (Some((q0, q1)), Some((k0, k1)), Some((v0, v1))) =
-            (l1.contiguous_offsets(), l2.contiguous_offsets(), l3.contiguous_offsets())
-        else {
+        let (Some((q0, q1)), Some((k0, k1)), Some((v0, v1))) = (
+            l1.contiguous_offsets(),
+            l2.contiguous_offsets(),
+            l3.contiguous_offsets(),
+        ) else {
             candle_core::bail!("attention: inputs must be contiguous");
         };
         let q = &s1.as_slice::<f32>()?[q0..q1];
@@ -96,7 +112,10 @@ impl CustomOp3 for CausalAttention {
         let groups = nh / nkv;
         let (offset, scale) = (self.offset, self.scale);
         if offset + t > cap {
-            candle_core::bail!("attention: {} positions exceed cache capacity {cap}", offset + t);
+            candle_core::bail!(
+                "attention: {} positions exceed cache capacity {cap}",
+                offset + t
+            );
         }
         let mut out = vec![0f32; t * nh * hd];
         // Rows of the output are [t][nh][hd]; one task per (token, head).
@@ -108,7 +127,16 @@ impl CustomOp3 for CausalAttention {
                 let qrow = &q[(h * t + i) * hd..(h * t + i + 1) * hd];
                 let base = g * cap * hd;
                 let visible = offset + i + 1;
-                attend_row(qrow, &k[base..base + visible * hd], &v[base..base + visible * hd], visible, hd, scale, scores, o);
+                attend_row(
+                    qrow,
+                    &k[base..base + visible * hd],
+                    &v[base..base + visible * hd],
+                    visible,
+                    hd,
+                    scale,
+                    scores,
+                    o,
+                );
             },
         );
         Ok((CpuStorage::F32(out), Shape::from((t, nh * hd))))
@@ -117,22 +145,36 @@ impl CustomOp3 for CausalAttention {
 
 /// Attention for `q` (`[n_head, t, hd]`, positions `offset..offset+t`) over the cache buffers
 /// `keys`/`values` (`[n_kv_head, capacity, hd]`). Returns `[t, n_head * hd]`.
-pub fn causal_attention(q: &Tensor, keys: &Tensor, values: &Tensor, offset: usize) -> Result<Tensor> {
+pub fn causal_attention(
+    q: &Tensor,
+    keys: &Tensor,
+    values: &Tensor,
+    offset: usize,
+) -> Result<Tensor> {
     let hd = q.dim(2)?;
     if q.device().is_cpu() {
-        let op = CausalAttention { offset, scale: 1.0 / (hd as f32).sqrt() };
+        let op = CausalAttention {
+            offset,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
         return Ok(q.contiguous()?.apply_op3_no_bwd(keys, values, &op)?);
     }
     let (nh, t, _) = q.dims3()?;
     let n = offset + t;
-    let out = grouped_attention_reference(q, &keys.narrow(1, 0, n)?, &values.narrow(1, 0, n)?, offset)?;
+    let out =
+        grouped_attention_reference(q, &keys.narrow(1, 0, n)?, &values.narrow(1, 0, n)?, offset)?;
     Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
 }
 
 /// Grouped-query causal attention from tensor ops. `q`: `[n_head, t, hd]`; `keys`/`values`:
 /// `[n_kv_head, offset + t, hd]`. Queries are processed in chunks of [`ATTN_CHUNK`] so only
 /// one chunk's scores exist at a time. Returns `[n_head, t, hd]`.
-pub fn grouped_attention_reference(q: &Tensor, keys: &Tensor, values: &Tensor, offset: usize) -> Result<Tensor> {
+pub fn grouped_attention_reference(
+    q: &Tensor,
+    keys: &Tensor,
+    values: &Tensor,
+    offset: usize,
+) -> Result<Tensor> {
     let (nh, t, hd) = q.dims3()?;
     let nkv = keys.dim(0)?;
     let groups = nh / nkv;
@@ -143,7 +185,10 @@ pub fn grouped_attention_reference(q: &Tensor, keys: &Tensor, values: &Tensor, o
     while start < t {
         let len = ATTN_CHUNK.min(t - start);
         let n_keys = offset + start + len;
-        let qc = q.narrow(2, start, len)?.contiguous()?.reshape((nkv, groups * len, hd))?;
+        let qc = q
+            .narrow(2, start, len)?
+            .contiguous()?
+            .reshape((nkv, groups * len, hd))?;
         let k = keys.narrow(1, 0, n_keys)?;
         let v = values.narrow(1, 0, n_keys)?;
         let scores = (qc.matmul(&k.t()?)? * scale)?;
@@ -155,12 +200,19 @@ pub fn grouped_attention_reference(q: &Tensor, keys: &Tensor, values: &Tensor, o
                 }
             }
             let mask = Tensor::from_vec(m, (len, n_keys), q.device())?;
-            scores.reshape((nkv, groups, len, n_keys))?.broadcast_add(&mask)?.reshape((nkv, groups * len, n_keys))?
+            scores
+                .reshape((nkv, groups, len, n_keys))?
+                .broadcast_add(&mask)?
+                .reshape((nkv, groups * len, n_keys))?
         } else {
             scores
         };
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        outs.push(probs.matmul(&v.contiguous()?)?.reshape((nkv, groups, len, hd))?);
+        outs.push(
+            probs
+                .matmul(&v.contiguous()?)?
+                .reshape((nkv, groups, len, hd))?,
+        );
         start += len;
     }
     Ok(Tensor::cat(&outs, 2)?.reshape((nh, t, hd))?)
@@ -180,17 +232,32 @@ mod tests {
         let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let v = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let fast = causal_attention(&q, &k, &v, 0).unwrap();
-        let reference = grouped_attention_reference(&q, &k.narrow(1, 0, total).unwrap(), &v.narrow(1, 0, total).unwrap(), 0)
+        let reference = grouped_attention_reference(
+            &q,
+            &k.narrow(1, 0, total).unwrap(),
+            &v.narrow(1, 0, total).unwrap(),
+            0,
+        )
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap()
+        .reshape((total, nh * hd))
+        .unwrap();
+        let diff = (fast.clone() - reference)
             .unwrap()
-            .transpose(0, 1)
+            .abs()
             .unwrap()
-            .reshape((total, nh * hd))
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
             .unwrap();
-        let diff = (fast.clone() - reference).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(diff < 1e-5, "{diff}");
         // The last 15 rows computed after 25 cached positions are bit-identical.
         let tail = causal_attention(&q.narrow(1, 25, 15).unwrap(), &k, &v, 25).unwrap();
         let same = fast.narrow(0, 25, 15).unwrap();
-        assert_eq!(tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(), same.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert_eq!(
+            tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            same.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
     }
 }

@@ -23,7 +23,10 @@ pub struct Linear {
 impl Linear {
     /// Load `{name}.weight` (and `{name}.bias` when `bias` is true).
     pub fn load(gguf: &mut GgufFile, name: &str, bias: bool, device: &Device) -> Result<Self> {
-        let t = crate::engine::requant::for_fast_cpu(gguf.tensor(&format!("{name}.weight"), device)?, device)?;
+        let t = crate::engine::requant::for_fast_cpu(
+            gguf.tensor(&format!("{name}.weight"), device)?,
+            device,
+        )?;
         let w = QMatMul::from_qtensor(t)?;
         let b = if bias {
             Some(
@@ -94,7 +97,12 @@ pub struct Rope {
 
 impl Rope {
     /// Tables for positions `0..max_pos`.
-    pub fn new(cfg: &ModelConfig, max_pos: usize, style: RopeStyle, device: &Device) -> Result<Self> {
+    pub fn new(
+        cfg: &ModelConfig,
+        max_pos: usize,
+        style: RopeStyle,
+        device: &Device,
+    ) -> Result<Self> {
         let half = cfg.head_dim / 2;
         let inv: Vec<f32> = (0..half)
             .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f32 / cfg.head_dim as f32))
@@ -156,7 +164,13 @@ pub struct Block {
 
 impl Block {
     /// Load block `i` with llama.cpp's tensor names (`blk.{i}.attn_q`, ...).
-    pub fn load(gguf: &mut GgufFile, i: usize, qkv_bias: bool, cfg: &ModelConfig, device: &Device) -> Result<Self> {
+    pub fn load(
+        gguf: &mut GgufFile,
+        i: usize,
+        qkv_bias: bool,
+        cfg: &ModelConfig,
+        device: &Device,
+    ) -> Result<Self> {
         let p = format!("blk.{i}");
         Ok(Self {
             attn_norm: RmsNorm::load(gguf, &format!("{p}.attn_norm"), cfg.rms_eps, device)?,
@@ -184,9 +198,21 @@ impl Block {
     ) -> Result<Tensor> {
         let t = x.dim(0)?;
         let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
-        let q = self.q.forward(x)?.reshape((1, t, nh, hd))?.transpose(1, 2)?;
-        let k = self.k.forward(x)?.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
-        let v = self.v.forward(x)?.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+        let q = self
+            .q
+            .forward(x)?
+            .reshape((1, t, nh, hd))?
+            .transpose(1, 2)?;
+        let k = self
+            .k
+            .forward(x)?
+            .reshape((1, t, nkv, hd))?
+            .transpose(1, 2)?;
+        let v = self
+            .v
+            .forward(x)?
+            .reshape((1, t, nkv, hd))?
+            .transpose(1, 2)?;
         let q = rope.apply(&q, offset)?;
         let k = rope.apply(&k, offset)?;
         cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
@@ -216,4 +242,3 @@ pub fn last_logits(x: &Tensor, norm: &RmsNorm, output: &Linear) -> Result<Tensor
     let h = norm.forward(&last)?;
     Ok(output.forward(&h)?.squeeze(0)?.to_dtype(DType::F32)?)
 }
-

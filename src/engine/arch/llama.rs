@@ -1,7 +1,7 @@
 //! Llama family (Llama 2/3, SmolLM2): RMSNorm, bias-free projections, interleaved rotary
 //! embeddings (GGUF's Q/K layout), SwiGLU, output optionally tied to the embedding.
 
-use super::layers::{embed, last_logits, Block, Linear, Rope, RopeStyle, RmsNorm};
+use super::layers::{embed, last_logits, Block, Linear, RmsNorm, Rope, RopeStyle};
 use super::qwen2::{Blocks, MAX_ROPE_POSITIONS};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
@@ -37,7 +37,15 @@ impl Llama {
             device,
         )?;
         Ok(Self {
-            blocks: Blocks { cfg, device: device.clone(), embed, layers, out_norm, output, rope },
+            blocks: Blocks {
+                cfg,
+                device: device.clone(),
+                embed,
+                layers,
+                out_norm,
+                output,
+                rope,
+            },
         })
     }
 

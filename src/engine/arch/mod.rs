@@ -55,7 +55,10 @@ impl ModelConfig {
             .unwrap_or(hidden / n_head.max(1));
         let vocab_size = match gguf.content.tensor_infos.get("token_embd.weight") {
             Some(t) => t.shape.dims()[0],
-            None => bail!("{}: tensor token_embd.weight is missing", gguf.path.display()),
+            None => bail!(
+                "{}: tensor token_embd.weight is missing",
+                gguf.path.display()
+            ),
         };
         if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
             bail!(

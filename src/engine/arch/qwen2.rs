@@ -1,7 +1,7 @@
 //! Qwen2 / Qwen2.5: a Llama-shaped decoder with biases on the Q, K and V projections and
 //! NeoX-style rotary embeddings. Weights keep their GGUF quantization.
 
-use super::layers::{embed, last_logits, Block, Linear, Rope, RopeStyle, RmsNorm};
+use super::layers::{embed, last_logits, Block, Linear, RmsNorm, Rope, RopeStyle};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
@@ -50,9 +50,22 @@ impl Qwen2 {
             .map(|i| Block::load(gguf, i, true, &cfg, device))
             .collect::<Result<Vec<_>>>()?;
         let out_norm = RmsNorm::load(gguf, "output_norm", cfg.rms_eps, device)?;
-        let rope = Rope::new(&cfg, cfg.context_length.min(MAX_ROPE_POSITIONS), RopeStyle::Neox, device)?;
+        let rope = Rope::new(
+            &cfg,
+            cfg.context_length.min(MAX_ROPE_POSITIONS),
+            RopeStyle::Neox,
+            device,
+        )?;
         Ok(Self {
-            blocks: Blocks { cfg, device: device.clone(), embed, layers, out_norm, output, rope },
+            blocks: Blocks {
+                cfg,
+                device: device.clone(),
+                embed,
+                layers,
+                out_norm,
+                output,
+                rope,
+            },
         })
     }
 

@@ -70,7 +70,10 @@ fn checksum<'a>(mut parts: Vec<(&'a str, &'a [u8])>) -> String {
 impl DiskPrefixCache {
     /// A cache in `dir` bounded by `budget_bytes`.
     pub fn new(dir: impl Into<PathBuf>, budget_bytes: u64) -> Self {
-        Self { dir: dir.into(), budget_bytes }
+        Self {
+            dir: dir.into(),
+            budget_bytes,
+        }
     }
 
     /// Path of the file for a prefix.
@@ -87,11 +90,31 @@ impl DiskPrefixCache {
         let mut owned: Vec<(String, Vec<usize>, Vec<u8>, Dtype)> = Vec::new();
         for layer in 0..cache.n_layer() {
             let (k, v) = cache.layer_data(layer)?;
-            owned.push((format!("k.{layer}"), k.dims().to_vec(), f32_bytes(&k)?, Dtype::F32));
-            owned.push((format!("v.{layer}"), v.dims().to_vec(), f32_bytes(&v)?, Dtype::F32));
+            owned.push((
+                format!("k.{layer}"),
+                k.dims().to_vec(),
+                f32_bytes(&k)?,
+                Dtype::F32,
+            ));
+            owned.push((
+                format!("v.{layer}"),
+                v.dims().to_vec(),
+                f32_bytes(&v)?,
+                Dtype::F32,
+            ));
         }
-        owned.push(("tokens".into(), vec![cache.len()], tokens_bytes(cache.tokens()), Dtype::U32));
-        let crc = checksum(owned.iter().map(|(n, _, d, _)| (n.as_str(), d.as_slice())).collect());
+        owned.push((
+            "tokens".into(),
+            vec![cache.len()],
+            tokens_bytes(cache.tokens()),
+            Dtype::U32,
+        ));
+        let crc = checksum(
+            owned
+                .iter()
+                .map(|(n, _, d, _)| (n.as_str(), d.as_slice()))
+                .collect(),
+        );
         let mut meta = HashMap::new();
         meta.insert("quire_fingerprint".to_string(), salt.to_string());
         meta.insert("crc32".to_string(), crc);
@@ -109,7 +132,14 @@ impl DiskPrefixCache {
 
     /// Load the entry for exactly `tokens`, if a valid one exists. Invalid files are
     /// reported, deleted, and treated as absent.
-    pub fn load(&self, salt: &str, tokens: &[u32], cfg: &ModelConfig, device: &Device, extra: usize) -> Result<Option<KvCache>> {
+    pub fn load(
+        &self,
+        salt: &str,
+        tokens: &[u32],
+        cfg: &ModelConfig,
+        device: &Device,
+        extra: usize,
+    ) -> Result<Option<KvCache>> {
         let path = self.path_for(salt, tokens);
         if !path.is_file() {
             return Ok(None);
@@ -136,17 +166,18 @@ impl DiskPrefixCache {
 
     /// Delete least recently used files until the directory fits the budget.
     pub fn evict(&self) -> Result<()> {
-        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = match std::fs::read_dir(&self.dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok())
-                .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
-                .filter_map(|e| {
-                    let m = e.metadata().ok()?;
-                    Some((m.modified().ok()?, m.len(), e.path()))
-                })
-                .collect(),
-            Err(_) => return Ok(()),
-        };
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> =
+            match std::fs::read_dir(&self.dir) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+                    .filter_map(|e| {
+                        let m = e.metadata().ok()?;
+                        Some((m.modified().ok()?, m.len(), e.path()))
+                    })
+                    .collect(),
+                Err(_) => return Ok(()),
+            };
         let mut total: u64 = files.iter().map(|f| f.1).sum();
         files.sort();
         for (_, size, path) in files {
@@ -161,12 +192,20 @@ impl DiskPrefixCache {
     }
 }
 
-fn read_file(path: &Path, salt: &str, tokens: &[u32], cfg: &ModelConfig, device: &Device, extra: usize) -> Result<KvCache> {
+fn read_file(
+    path: &Path,
+    salt: &str,
+    tokens: &[u32],
+    cfg: &ModelConfig,
+    device: &Device,
+    extra: usize,
+) -> Result<KvCache> {
     let file = std::fs::File::open(path)?;
     // SAFETY: the file is opened read-only and only read through this map; a concurrent
     // writer replaces files by rename, never in place.
     let mmap = unsafe { memmap2::Mmap::map(&file)? };
-    let st = safetensors::SafeTensors::deserialize(&mmap).context("not a valid safetensors file (truncated?)")?;
+    let st = safetensors::SafeTensors::deserialize(&mmap)
+        .context("not a valid safetensors file (truncated?)")?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&mmap)?;
     let meta = meta.metadata().clone().unwrap_or_default();
     if meta.get("quire_fingerprint").map(String::as_str) != Some(salt) {
@@ -187,8 +226,15 @@ fn read_file(path: &Path, salt: &str, tokens: &[u32], cfg: &ModelConfig, device:
     let mut layers = Vec::with_capacity(cfg.n_layer);
     for layer in 0..cfg.n_layer {
         let load = |name: String| -> Result<Tensor> {
-            let view = st.tensor(&name).with_context(|| format!("tensor {name} missing"))?;
-            Ok(Tensor::from_raw_buffer(view.data(), DType::F32, view.shape(), device)?)
+            let view = st
+                .tensor(&name)
+                .with_context(|| format!("tensor {name} missing"))?;
+            Ok(Tensor::from_raw_buffer(
+                view.data(),
+                DType::F32,
+                view.shape(),
+                device,
+            )?)
         };
         layers.push((load(format!("k.{layer}"))?, load(format!("v.{layer}"))?));
     }

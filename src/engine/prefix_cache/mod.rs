@@ -92,7 +92,10 @@ impl PrefixStore {
 
     /// Bytes of KV held.
     pub fn bytes(&self) -> usize {
-        self.entries.values().map(|e| e.cache.len() * e.cache.bytes_per_token()).sum()
+        self.entries
+            .values()
+            .map(|e| e.cache.len() * e.cache.bytes_per_token())
+            .sum()
     }
 
     /// Number of entries.
@@ -132,7 +135,12 @@ impl PrefixStore {
 
     /// A new cache holding the longest cached prefix of `prompt` (possibly empty), with room
     /// for `extra` more positions. Returns the cache and how many tokens it reuses.
-    pub fn checkout(&mut self, prompt: &[u32], extra: usize, empty: impl FnOnce() -> Result<KvCache>) -> Result<(KvCache, usize)> {
+    pub fn checkout(
+        &mut self,
+        prompt: &[u32],
+        extra: usize,
+        empty: impl FnOnce() -> Result<KvCache>,
+    ) -> Result<(KvCache, usize)> {
         self.clock += 1;
         if let Some((id, n)) = self.longest_match(prompt) {
             let e = self.entries.get_mut(&id).expect("indexed entry exists");
@@ -145,7 +153,12 @@ impl PrefixStore {
 
     /// Remember the first `len` positions of `cache` (a copy is stored).
     pub fn insert(&mut self, cache: &KvCache, len: usize) -> Result<()> {
-        if len == 0 || self.entries.values().any(|e| e.cache.tokens() == &cache.tokens()[..len]) {
+        if len == 0
+            || self
+                .entries
+                .values()
+                .any(|e| e.cache.tokens() == &cache.tokens()[..len])
+        {
             return Ok(());
         }
         let copy = cache.fork(len, 0)?;
@@ -161,13 +174,21 @@ impl PrefixStore {
         for h in block_hashes(&self.salt, cache.tokens()) {
             self.index.entry(h).or_default().push(id);
         }
-        self.entries.insert(id, Entry { cache, last_used: self.clock });
+        self.entries.insert(
+            id,
+            Entry {
+                cache,
+                last_used: self.clock,
+            },
+        );
         self.evict();
     }
 
     fn evict(&mut self) {
         while self.bytes() > self.budget_bytes && self.entries.len() > 1 {
-            let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.last_used) else { break };
+            let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.last_used) else {
+                break;
+            };
             if let Some(e) = self.entries.remove(&victim) {
                 for h in block_hashes(&self.salt, e.cache.tokens()) {
                     if let Some(v) = self.index.get_mut(&h) {
