@@ -58,8 +58,10 @@ pub struct EngineBenchOptions {
     pub model: PathBuf,
     /// Threads for both engines.
     pub threads: usize,
-    /// Best-of repeats for each measure.
+    /// Best-of repeats for each of Quire's measures.
     pub repeats: usize,
+    /// Best-of repeats for llama.cpp's measures (cheap: it is fast).
+    pub llama_repeats: usize,
     /// Greedy tokens to decode.
     pub decode_tokens: usize,
     /// Also run llama.cpp.
@@ -167,8 +169,14 @@ pub struct EngineReport {
     pub model_path: String,
     /// The machine.
     pub machine: Machine,
-    /// Best-of repeats.
+    /// Best-of repeats, Quire.
     pub repeats: usize,
+    /// Best-of repeats, llama.cpp.
+    pub llama_repeats: usize,
+    /// Load averages (1/5/15 min) when the benchmark started.
+    pub load_average_start: Option<[f64; 3]>,
+    /// Load averages when it ended.
+    pub load_average_end: Option<[f64; 3]>,
     /// Short prompt tokens.
     pub short_prompt_tokens: usize,
     /// Long prompt tokens.
@@ -535,6 +543,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         sys::use_threads(threads);
     }
     let machine = Machine::detect(threads);
+    let load_average_start = sys::load_average();
     let gguf = GgufFile::open(&opts.model)?;
     let weights = weight_bytes(&gguf);
     let cfg = crate::engine::arch::ModelConfig::from_gguf(&gguf)?;
@@ -580,7 +589,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
             &ids,
             SHORT_PROMPT,
             opts.decode_tokens,
-            opts.repeats,
+            opts.llama_repeats.max(1),
         ) {
             Ok(n) => Some(n),
             Err(e) => {
@@ -603,6 +612,9 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         model_path: opts.model.display().to_string(),
         machine,
         repeats: opts.repeats,
+        llama_repeats: opts.llama_repeats.max(1),
+        load_average_start,
+        load_average_end: sys::load_average(),
         short_prompt_tokens: SHORT_PROMPT,
         long_prompt_tokens: ids.len(),
         prefill_ratio_512: ratio(
@@ -700,8 +712,15 @@ pub fn render_text(r: &EngineReport) -> String {
     ));
     s.push_str(&format!("machine  {}\n", r.machine.describe()));
     s.push_str(&format!(
-        "method   CPU, same {}/{} token ids for both engines, best of {}, greedy decode of exactly {} tokens after the {}-token prompt\n\n",
-        r.short_prompt_tokens, r.long_prompt_tokens, r.repeats, q.decode_tokens, r.short_prompt_tokens
+        "method   CPU, the same {}/{} token ids for both engines, best of {} (Quire) / {} (llama.cpp), greedy decode of exactly {} tokens after the {}-token prompt\nload     load average {} at start, {} at end (1/5/15 min; above 0 means other work shared the CPUs)\n\n",
+        r.short_prompt_tokens,
+        r.long_prompt_tokens,
+        r.repeats,
+        r.llama_repeats,
+        q.decode_tokens,
+        r.short_prompt_tokens,
+        sys::load_average_text(r.load_average_start),
+        sys::load_average_text(r.load_average_end)
     ));
     s.push_str(&table(
         &[

@@ -33,7 +33,7 @@ use std::time::Instant;
 /// Parts recomputed in full by default: a full recompute of a 1,500-token prompt takes
 /// minutes on a small CPU, so the default run pairs only the first few parts (the reuse
 /// side still covers every part).
-pub const DEFAULT_MAX_RECOMPUTE: usize = 3;
+pub const DEFAULT_MAX_RECOMPUTE: usize = 2;
 
 /// The translation guide that opens the shared prefix.
 const GUIDE: &str = include_str!("../prompts/guide.zh-CN.md");
@@ -613,6 +613,10 @@ pub struct PrefixReport {
     pub prefill_scaling: Vec<PrefillPoint>,
     /// Peak RSS of the process, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Load averages (1/5/15 min) when the benchmark started.
+    pub load_average_start: Option<[f64; 3]>,
+    /// Load averages when it ended.
+    pub load_average_end: Option<[f64; 3]>,
     /// SVG chart path.
     pub svg: Option<String>,
 }
@@ -632,6 +636,7 @@ fn ttft(
 pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
     let threads = sys::use_threads(opts.threads);
     let machine = Machine::detect(threads);
+    let load_average_start = sys::load_average();
     let engine = Engine::load(&opts.model, &Device::Cpu, &LoadOptions::default())?;
     let cfg = engine.config().clone();
     let device = engine.device.clone();
@@ -878,6 +883,8 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         max_abs_logit_diff_disk: max_diff_disk,
         prefill_scaling: scaling,
         peak_rss_mib: sys::peak_rss_mib(),
+        load_average_start,
+        load_average_end: sys::load_average(),
         svg: None,
         parts: results,
     };
@@ -933,9 +940,11 @@ fn write_svg(r: &PrefixReport, path: &Path) -> Result<()> {
 pub fn render_text(r: &PrefixReport) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "model    {}\nmachine  {}\n",
+        "model    {}\nmachine  {}\nload     load average {} at start, {} at end (1/5/15 min; above 0 means other work shared the CPUs)\n",
         r.model,
-        r.machine.describe()
+        r.machine.describe(),
+        sys::load_average_text(r.load_average_start),
+        sys::load_average_text(r.load_average_end)
     ));
     s.push_str(&format!(
         "parts    {} ({})\nprefix   {} tokens (target {}): translation guide + {} glossary lines, rendered with the model's chat template\n\n",

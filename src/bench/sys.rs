@@ -60,6 +60,20 @@ impl Machine {
     }
 }
 
+/// The 1-, 5- and 15-minute load averages (/proc/loadavg; Linux only): a benchmark on a
+/// machine that is busy with other work reports it, since its numbers then understate.
+pub fn load_average() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// Load averages as "1m/5m/15m", or "unknown".
+pub fn load_average_text(l: Option<[f64; 3]>) -> String {
+    l.map(|[a, b, c]| format!("{a:.2}/{b:.2}/{c:.2}"))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Logical CPUs available to this process.
 pub fn logical_cpus() -> usize {
     std::thread::available_parallelism()
