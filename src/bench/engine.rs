@@ -544,6 +544,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     }
     let machine = Machine::detect(threads);
     let load_average_start = sys::load_average();
+    sys::warn_if_busy();
     let gguf = GgufFile::open(&opts.model)?;
     let weights = weight_bytes(&gguf);
     let cfg = crate::engine::arch::ModelConfig::from_gguf(&gguf)?;

@@ -79,11 +79,14 @@ pub fn bar_chart(
         r##"<text x="{left}" y="22" font-size="16" font-weight="bold">{}</text>"##,
         escape(title)
     );
-    let _ = writeln!(
-        s,
-        r##"<text x="{left}" y="40" fill="#444">{}</text>"##,
-        escape(subtitle)
-    );
+    for (i, line) in subtitle_lines.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text x="{left}" y="{}" fill="#444">{}</text>"##,
+            42 + 16 * i,
+            escape(line)
+        );
+    }
     // Grid and y ticks.
     let mut v = 0.0;
     while v <= y_max + step / 2.0 {

@@ -68,6 +68,17 @@ pub fn load_average() -> Option<[f64; 3]> {
     Some([it.next()??, it.next()??, it.next()??])
 }
 
+/// Warn on stderr when the 1-minute load average shows other work on the CPUs.
+pub fn warn_if_busy() {
+    if let Some([one, _, _]) = load_average() {
+        if one >= 0.5 {
+            eprintln!(
+                "warning: load average {one:.2}: other work is using the CPUs, so the numbers will understate; rerun on an idle machine"
+            );
+        }
+    }
+}
+
 /// Load averages as "1m/5m/15m", or "unknown".
 pub fn load_average_text(l: Option<[f64; 3]>) -> String {
     l.map(|[a, b, c]| format!("{a:.2}/{b:.2}/{c:.2}"))

@@ -25,8 +25,18 @@ static NUM_RE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid number regex")
 });
 
+/// The suffix without the character the regex consumed after a one-letter magnitude
+/// (`B模型` → `B`, `K,` → `K`).
+fn suffix_core(s: &str) -> &str {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), Some(_)) if "KkMBT".contains(c) => &s[..1],
+        _ => s.trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c)),
+    }
+}
+
 fn suffix_scale(s: &str) -> Option<f64> {
-    let s = s.trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c));
+    let s = suffix_core(s);
     Some(match s {
         "thousand" | "K" | "k" | "千" => 1e3,
         "million" | "M" => 1e6,
@@ -61,10 +71,7 @@ pub fn source_numbers(text: &str) -> Vec<SourceNumber> {
         if let Some(sfx) = caps.name("suffix") {
             if let Some(scale) = suffix_scale(sfx.as_str()) {
                 value *= scale;
-                shown.push_str(
-                    sfx.as_str()
-                        .trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c)),
-                );
+                shown.push_str(suffix_core(sfx.as_str()));
             }
         }
         out.push(SourceNumber { text: shown, value });
@@ -271,5 +278,18 @@ mod tests {
             .collect();
         assert_eq!(v, vec![4.0, 100.0, 2.5, 7e9, 50.0, 5.0]);
         assert!(has("Qwen2.5-7B", 7e9));
+    }
+}
+
+#[cfg(test)]
+mod magnitude_next_to_cjk {
+    use super::*;
+
+    #[test]
+    fn one_letter_magnitude_before_cjk_text() {
+        assert_eq!(source_numbers("a 1.5B model")[0].value, 1.5e9);
+        assert!(target_values("1.5B模型").contains(&1.5e9));
+        assert!(target_values("128K词元的上下文").contains(&128e3));
+        assert!(!target_values("12.8K词元").contains(&128e3));
     }
 }

@@ -216,3 +216,47 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     }
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_store::Manifest;
+
+    #[test]
+    fn a_file_with_the_wrong_bytes_is_not_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = Manifest::builtin().unwrap();
+        let mut entry = manifest.get("smollm2-135m-instruct-q4_1").unwrap().clone();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, b"GGUF not really").unwrap();
+        entry.size = 15;
+        assert!(
+            !is_verified(&entry, &path).unwrap(),
+            "wrong sha256 must not verify"
+        );
+        entry.sha256 = sha256_file(&path, None).unwrap();
+        assert!(is_verified(&entry, &path).unwrap());
+        // The marker is reused; a changed file (other mtime/size) is hashed again.
+        std::fs::write(&path, b"GGUF not really!").unwrap();
+        assert!(!is_verified(&entry, &path).unwrap());
+        assert!(!is_verified(&entry, &dir.path().join("missing.gguf")).unwrap());
+    }
+
+    #[test]
+    fn manifest_lists_the_three_models_with_parts() {
+        let m = Manifest::builtin().unwrap();
+        assert_eq!(m.default, "qwen2.5-coder-1.5b-instruct-q4_k_m");
+        assert_eq!(m.default_entry().unwrap().parts.len(), 22);
+        assert_eq!(
+            m.get("qwen2.5-coder-0.5b-instruct-q4_k_m")
+                .unwrap()
+                .parts
+                .len(),
+            6
+        );
+        assert!(m
+            .models
+            .iter()
+            .all(|e| e.sha256.len() == 64 && e.parts.iter().all(|p| p.wheel_sha256.len() == 64)));
+    }
+}

@@ -64,7 +64,7 @@ fn prose_of(unit: &Unit) -> String {
 }
 
 fn sentences(text: &str) -> Vec<String> {
-    text.split(['.', '!', '?', '\n'])
+    text.split(['.', '!', '?', '\n', '|', ':', ';'])
         .map(|s| {
             s.trim()
                 .trim_start_matches(['#', '-', '*', '>', ' '])
