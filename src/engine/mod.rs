@@ -108,7 +108,7 @@ impl Engine {
         }
         let mut logits = None;
         for chunk in tokens.chunks(PREFILL_BATCH) {
-            logits = Some(self.model.forward(chunk, cache)?);
+            logits = Some(self.model.forward(chunk, cache, true)?);
         }
         logits.context("no logits")
     }

@@ -50,16 +50,17 @@ impl Llama {
     }
 
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+    /// `prompt`: these are prompt tokens (computed batch-invariantly even when alone).
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
         let mut x = embed(&b.embed, tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let residual = x.clone();
             let h = layer.attn_norm.forward(&x)?;
-            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
+            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg, prompt)?)?;
             let residual = h.clone();
-            let m = layer.mlp(&layer.ffn_norm.forward(&h)?)?;
+            let m = layer.mlp(&layer.ffn_norm.forward(&h)?, prompt)?;
             x = (residual + m)?;
         }
         cache.commit(tokens)?;

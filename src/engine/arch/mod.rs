@@ -123,11 +123,12 @@ impl Model {
 
     /// Run `tokens` (which follow the `cache.len()` tokens already in the cache), append
     /// their keys and values to `cache`, and return the logits of the last position
-    /// (shape `[vocab]`, f32).
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+    /// (shape `[vocab]`, f32). `prompt` marks prompt tokens: their results must not depend on
+    /// how the prompt was split between a cached prefix and this call; decode steps pass false.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
         match self {
-            Self::Qwen2(m) => m.forward(tokens, cache),
-            Self::Llama(m) => m.forward(tokens, cache),
+            Self::Qwen2(m) => m.forward(tokens, cache, prompt),
+            Self::Llama(m) => m.forward(tokens, cache, prompt),
         }
     }
 

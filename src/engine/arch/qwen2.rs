@@ -70,15 +70,16 @@ impl Qwen2 {
     }
 
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+    /// `prompt`: these are prompt tokens (computed batch-invariantly even when alone).
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
         let mut x = embed(&b.embed, tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
+            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg, prompt)?)?;
             let h = layer.ffn_norm.forward(&x)?;
-            x = (x + layer.mlp(&h)?)?;
+            x = (x + layer.mlp(&h, prompt)?)?;
         }
         cache.commit(tokens)?;
         last_logits(&x, &b.out_norm, &b.output)
