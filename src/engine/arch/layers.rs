@@ -203,6 +203,7 @@ impl Block {
 
     /// Self-attention for `x` (`[tokens, hidden]`, already normalised) whose first token is
     /// at position `offset`; appends this layer's keys/values to `cache` layer `layer`.
+    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         x: &Tensor,
