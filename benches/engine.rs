@@ -2,7 +2,7 @@
 //! process (peak RSS then covers the whole bench process).
 //!
 //! Environment: `QUIRE_BENCH_MODEL` (default qwen2.5-coder-0.5b-instruct-q4_k_m),
-//! `QUIRE_BENCH_THREADS` (default: all logical CPUs), `QUIRE_BENCH_REPEATS` (default 1), `QUIRE_BENCH_LLAMA_REPEATS` (default 3),
+//! `QUIRE_BENCH_THREADS` (default: all logical CPUs), `QUIRE_BENCH_REPEATS` (default 2), `QUIRE_BENCH_LLAMA_REPEATS` (default 3),
 //! `QUIRE_BENCH_COMPARE=llama.cpp` to run llama.cpp too, `QUIRE_BENCH_JSON=1` for JSON.
 //! Under `cargo test` (no `--bench` argument) it only says how to run it.
 
@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<()> {
     let report = engine::run(&EngineBenchOptions {
         model,
         threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
-        repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(1),
+        repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(2),
         llama_repeats: env_usize("QUIRE_BENCH_LLAMA_REPEATS").unwrap_or(3),
         decode_tokens: engine::DECODE_TOKENS,
         compare_llama_cpp: std::env::var("QUIRE_BENCH_COMPARE").is_ok_and(|v| v == "llama.cpp"),

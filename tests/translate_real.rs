@@ -16,10 +16,14 @@ fn glossary() -> PathBuf {
 }
 
 fn translate_cmd(out: &Path, cache: &Path) -> Command {
+    translate_book(&fixture(), out, cache)
+}
+
+fn translate_book(book: &Path, out: &Path, cache: &Path) -> Command {
     common::model_path(common::QWEN); // fetched before timing-sensitive steps
     let mut c = Command::new(env!("CARGO_BIN_EXE_quire"));
     c.arg("translate")
-        .arg(fixture())
+        .arg(book)
         .arg("--out")
         .arg(out)
         .arg("--glossary")
@@ -163,7 +167,91 @@ fn translate_rerun_resume_and_lock() {
         "resumed output differs from the uninterrupted run"
     );
 
-    // 4. A second run on a directory that is in use is refused.
+    // 4. Editing one paragraph re-translates only the unit it touches.
+    let edited = tmp.path().join("edited");
+    std::fs::create_dir(&edited).unwrap();
+    for n in ["01-intro.md", "02-cache.md"] {
+        std::fs::copy(fixture().join(n), edited.join(n)).unwrap();
+    }
+    let ch2 = std::fs::read_to_string(edited.join("02-cache.md")).unwrap();
+    std::fs::write(
+        edited.join("02-cache.md"),
+        ch2.replace("to measure it.", "to measure the cache."),
+    )
+    .unwrap();
+    let st = translate_book(&edited, &a, &cache).status().unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1));
+    let run = json(&a.join("run.json"));
+    let translated: Vec<&str> = run["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["agent"] == "translate")
+        .map(|c| c["unit"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        translated.len(),
+        1,
+        "only the edited unit is translated again: {translated:?}"
+    );
+    assert!(translated[0].starts_with("02-cache.md#"), "{translated:?}");
+    assert_eq!(
+        std::fs::read_to_string(a.join("book/01-intro.md")).unwrap(),
+        book[0].1
+    );
+
+    // 5. A token budget stops the run cleanly (exit 3); a rerun continues.
+    let c = tmp.path().join("c");
+    let st = translate_cmd(&c, &cache)
+        .arg("--max-new-tokens-total")
+        .arg("1")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(3), "a budget stop exits with 3");
+    let ck = json(&c.join("orchestration_checkpoint.json"));
+    assert!(ck["value"]["result"]["quire"]["stopped"]
+        .as_str()
+        .unwrap()
+        .contains("token budget"));
+    assert!(!ck["value"]["result"]["quire"]["complete"]
+        .as_bool()
+        .unwrap());
+    let st = translate_cmd(&c, &cache).status().unwrap();
+    assert!(st.code().is_some_and(|x| x == 0 || x == 1));
+    assert_eq!(
+        read_book(&c),
+        book,
+        "budget-stopped then resumed output differs"
+    );
+
+    // 6. The single-agent baseline: one growing conversation, whose context peak is larger.
+    let d = tmp.path().join("d");
+    let st = translate_cmd(&d, &cache)
+        .args(["--mode", "single"])
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|x| x == 0 || x == 1));
+    let single = json(&d.join("run.json"));
+    assert_eq!(single["mode"], "single");
+    let calls: Vec<&serde_json::Value> = single["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["agent"] == "translate")
+        .collect();
+    let (first, last) = (calls[0], calls[calls.len() - 1]);
+    assert!(
+        last["prompt_tokens"].as_u64().unwrap()
+            > first["prompt_tokens"].as_u64().unwrap()
+                + first["completion_tokens"].as_u64().unwrap(),
+        "the conversation grows with every unit"
+    );
+    assert!(
+        single["totals"]["context_peak_tokens"].as_u64().unwrap()
+            >= last["prompt_tokens"].as_u64().unwrap()
+    );
+
+    // 7. A second run on a directory that is in use is refused.
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
