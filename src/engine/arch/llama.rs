@@ -1,14 +1,13 @@
 //! Llama family (Llama 2/3, SmolLM2): RMSNorm, bias-free projections, interleaved rotary
 //! embeddings (GGUF's Q/K layout), SwiGLU, output optionally tied to the embedding.
 
-use super::layers::{embed, last_logits, Block, Linear, RmsNorm, Rope, RopeStyle};
-use super::qwen2::{Blocks, MAX_ROPE_POSITIONS};
+use super::layers::{embed, last_logits, RopeStyle};
+use super::qwen2::Blocks;
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
-use std::sync::Arc;
 
 /// A Llama model.
 pub struct Llama {
@@ -17,35 +16,11 @@ pub struct Llama {
 }
 
 impl Llama {
-    /// Load from GGUF tensor names.
+    /// Load from GGUF tensor names (no biases, interleaved rotary embeddings; SmolLM2 ties
+    /// the output projection to the embedding).
     pub fn load(gguf: &mut GgufFile, cfg: ModelConfig, device: &Device) -> Result<Self> {
-        let embed = Arc::new(gguf.tensor("token_embd.weight", device)?);
-        // SmolLM2 ties the output projection to the embedding table.
-        let output = if gguf.has_tensor("output.weight") {
-            Linear::load(gguf, "output", false, device)?
-        } else {
-            Linear::from_arc(embed.clone())?
-        };
-        let layers = (0..cfg.n_layer)
-            .map(|i| Block::load(gguf, i, false, &cfg, device))
-            .collect::<Result<Vec<_>>>()?;
-        let out_norm = RmsNorm::load(gguf, "output_norm", cfg.rms_eps, device)?;
-        let rope = Rope::new(
-            &cfg,
-            cfg.context_length.min(MAX_ROPE_POSITIONS),
-            RopeStyle::Interleaved,
-            device,
-        )?;
         Ok(Self {
-            blocks: Blocks {
-                cfg,
-                device: device.clone(),
-                embed,
-                layers,
-                out_norm,
-                output,
-                rope,
-            },
+            blocks: Blocks::load(gguf, cfg, device, false, RopeStyle::Interleaved)?,
         })
     }
 

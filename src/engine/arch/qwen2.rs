@@ -28,6 +28,45 @@ pub struct Blocks {
     pub rope: Rope,
 }
 
+impl Blocks {
+    /// Load the weights every decoder here shares, by llama.cpp's tensor names: the
+    /// embedding, `n_layer` blocks (with Q/K/V biases when `qkv_bias`), the final norm, and
+    /// the output projection — `output.weight`, or the embedding when the model ties them.
+    pub fn load(
+        gguf: &mut GgufFile,
+        cfg: ModelConfig,
+        device: &Device,
+        qkv_bias: bool,
+        style: RopeStyle,
+    ) -> Result<Self> {
+        let embed = Arc::new(gguf.tensor("token_embd.weight", device)?);
+        let output = if gguf.has_tensor("output.weight") {
+            Linear::load(gguf, "output", false, device)?
+        } else {
+            Linear::from_arc(embed.clone())?
+        };
+        let layers = (0..cfg.n_layer)
+            .map(|i| Block::load(gguf, i, qkv_bias, &cfg, device))
+            .collect::<Result<Vec<_>>>()?;
+        let out_norm = RmsNorm::load(gguf, "output_norm", cfg.rms_eps, device)?;
+        let rope = Rope::new(
+            &cfg,
+            cfg.context_length.min(MAX_ROPE_POSITIONS),
+            style,
+            device,
+        )?;
+        Ok(Self {
+            cfg,
+            device: device.clone(),
+            embed,
+            layers,
+            out_norm,
+            output,
+            rope,
+        })
+    }
+}
+
 /// A Qwen2 model.
 pub struct Qwen2 {
     /// Weights.
@@ -38,34 +77,10 @@ pub struct Qwen2 {
 pub const MAX_ROPE_POSITIONS: usize = 32_768;
 
 impl Qwen2 {
-    /// Load from GGUF tensor names.
+    /// Load from GGUF tensor names (Q/K/V biases, NeoX rotary embeddings).
     pub fn load(gguf: &mut GgufFile, cfg: ModelConfig, device: &Device) -> Result<Self> {
-        let embed = Arc::new(gguf.tensor("token_embd.weight", device)?);
-        let output = if gguf.has_tensor("output.weight") {
-            Linear::load(gguf, "output", false, device)?
-        } else {
-            Linear::from_arc(embed.clone())?
-        };
-        let layers = (0..cfg.n_layer)
-            .map(|i| Block::load(gguf, i, true, &cfg, device))
-            .collect::<Result<Vec<_>>>()?;
-        let out_norm = RmsNorm::load(gguf, "output_norm", cfg.rms_eps, device)?;
-        let rope = Rope::new(
-            &cfg,
-            cfg.context_length.min(MAX_ROPE_POSITIONS),
-            RopeStyle::Neox,
-            device,
-        )?;
         Ok(Self {
-            blocks: Blocks {
-                cfg,
-                device: device.clone(),
-                embed,
-                layers,
-                out_norm,
-                output,
-                rope,
-            },
+            blocks: Blocks::load(gguf, cfg, device, true, RopeStyle::Neox)?,
         })
     }
 
