@@ -139,9 +139,9 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
             }
         );
         eprintln!(
-            "structure/QA errors: {} | house-term adherence: {:.1}% | calls: {} | cache-hit rate: {:.0}% | {:.1} tok/s | wall {:.0}s | context peak {} tokens | manager state peak {} bytes",
+            "structure/QA errors: {} | house-term adherence: {:.1}% | calls: {} | cache-hit rate: {:.0}% | {:.1} tok/s | wall {:.0}s | context peak {} tokens (orchestrated: {}) | manager state peak {} bytes",
             s.qa_errors, s.house_term_adherence, s.calls, s.cache_hit_rate * 100.0, s.tokens_per_second, s.wall_seconds,
-            s.context_peak_tokens, s.manager_context_peak_bytes
+            s.context_peak_tokens, s.orchestrated_context_peak_tokens, s.manager_context_peak_bytes
         );
         let o = s.out_dir.display();
         eprintln!("files: {o}/book/  {o}/glossary.json  {o}/proofreading_report.md  {o}/run.json  {o}/orchestration_checkpoint.json");

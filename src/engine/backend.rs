@@ -50,6 +50,8 @@ pub trait ChatBackend {
     fn complete(&mut self, req: &ChatRequest) -> Result<Completion>;
     /// Count tokens of a text (for budgets).
     fn count_tokens(&self, text: &str) -> Result<usize>;
+    /// Tokens of a conversation rendered as a prompt (with the generation prompt).
+    fn prompt_tokens(&self, messages: &[Message]) -> Result<usize>;
     /// Name of the model (for logs).
     fn model_name(&self) -> String;
     /// Provider name (for logs): "local", or a server's name.
@@ -146,6 +148,10 @@ impl ChatBackend for LocalBackend {
 
     fn count_tokens(&self, text: &str) -> Result<usize> {
         Ok(self.engine.encode(text)?.len())
+    }
+
+    fn prompt_tokens(&self, messages: &[Message]) -> Result<usize> {
+        self.count_tokens(&self.engine.template.render(messages, true)?)
     }
 
     fn model_name(&self) -> String {

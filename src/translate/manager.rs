@@ -400,6 +400,9 @@ pub struct RunSummary {
     pub tokens_per_second: f64,
     /// Largest prompt seen (tokens) — the context peak.
     pub context_peak_tokens: usize,
+    /// The orchestrated mode's context peak for the same units (equal to
+    /// `context_peak_tokens` in orchestrated mode; computed alongside in single mode).
+    pub orchestrated_context_peak_tokens: usize,
     /// Manager context peak (bytes).
     pub manager_context_peak_bytes: usize,
     /// Output directory.
@@ -708,6 +711,8 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let mut reused = 0usize;
     let mut revised = 0usize;
     let mut context_peak = 0usize;
+    // What the orchestrated mode's peak is (or would be, in single mode) for these units.
+    let mut orchestrated_peak = 0usize;
     let mut single_history: Vec<crate::prompts::chat_template::Message> = Vec::new();
     let mut stopped: Option<String> = None;
     'chapters: for (ci, units) in plan.units.iter().enumerate() {
@@ -812,6 +817,12 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 };
                 let done = backend.complete(&req)?;
                 context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
+                let orchestrated_prompt = match opts.mode {
+                    Mode::Orchestrated => done.prompt_tokens,
+                    Mode::Single => backend.prompt_tokens(&prompt.messages)?,
+                };
+                orchestrated_peak =
+                    orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
                 attempts += 1;
                 m.set_state(unit, UnitState::Reviewing)?;
                 let raw = clean_output(&done.text, unit);
@@ -1089,7 +1100,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         "totals": {"calls": calls.len(), "prompt_tokens": prompt_total, "cached_prefix_tokens": cached_total,
             "completion_tokens": completion_total, "cache_hit_rate": hit_rate, "wall_seconds": wall,
             "model_seconds": model_seconds, "tokens_per_second": tps, "reused_units": reused,
-            "context_peak_tokens": context_peak, "prefix_cache": backend.store.stats},
+            "context_peak_tokens": context_peak, "orchestrated_context_peak_tokens": orchestrated_peak, "prefix_cache": backend.store.stats},
     });
     write_atomic(
         &out.join("run.json"),
@@ -1117,6 +1128,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         wall_seconds: wall,
         tokens_per_second: tps,
         context_peak_tokens: context_peak,
+        orchestrated_context_peak_tokens: orchestrated_peak,
         manager_context_peak_bytes: m.checkpoint.value.result.manager_context_peak,
         out_dir: out.clone(),
     };
