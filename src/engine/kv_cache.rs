@@ -117,7 +117,7 @@ impl KvCache {
     }
 
     /// Write keys and values (`[n_kv_head, t, head_dim]`) of `t` new positions for `layer`
-    /// after the stored ones. They become visible to [`Self::layer_view`] at once and part of
+    /// after the stored ones. They become visible to [`Self::layer_buffers`] at once and part of
     /// the cache at [`Self::commit`].
     pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<()> {
         let t = k.dim(1)?;
@@ -137,16 +137,6 @@ impl KvCache {
             .slice_set(&k, 1, self.len)?;
         self.values[layer].slice_set(&v, 1, self.len)?;
         Ok(())
-    }
-
-    /// Zero-copy views of the stored plus pending keys and values of `layer`:
-    /// `[n_kv_head, len + pending, head_dim]`.
-    pub fn layer_view(&self, layer: usize) -> Result<(Tensor, Tensor)> {
-        let n = self.len + self.pending;
-        Ok((
-            self.keys[layer].narrow(1, 0, n)?,
-            self.values[layer].narrow(1, 0, n)?,
-        ))
     }
 
     /// The whole key and value buffers of `layer` (`[n_kv_head, capacity, head_dim]`); the

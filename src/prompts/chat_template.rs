@@ -3,7 +3,7 @@
 //! templates shipped in `chat-templates/`.
 
 use crate::engine::gguf::GgufFile;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use minijinja::{Environment, Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -121,13 +121,6 @@ impl ChatTemplate {
         Ok(t)
     }
 
-    /// With these special-token strings.
-    pub fn with_tokens(mut self, bos: &str, eos: &str) -> Self {
-        self.bos_token = bos.to_string();
-        self.eos_token = eos.to_string();
-        self
-    }
-
     fn env(&self) -> Result<Environment<'_>> {
         let mut env = Environment::new();
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -169,13 +162,4 @@ fn builtin(name: &str) -> Result<&'static str> {
                 names.join(", ")
             )
         })
-}
-
-/// Fail with a clear message if `name` is neither built in nor a file.
-pub fn validate_name(name: &str) -> Result<()> {
-    if builtin(name).is_ok() || Path::new(name).is_file() {
-        Ok(())
-    } else {
-        bail!("unknown chat template {name:?}")
-    }
 }
