@@ -105,15 +105,7 @@ fn code_blocks(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
         .map(|c| (c.info.as_str(), c.payload.as_str()))
         .collect();
     let action = "Restore the source code block byte for byte; only prose is translated.";
-    let count = if a.len() != b.len() {
-        format!(
-            " (source has {} code blocks, translation {})",
-            a.len(),
-            b.len()
-        )
-    } else {
-        String::new()
-    };
+    let count = count_note("code blocks", a.len(), b.len());
     for op in diff(&a, &b) {
         match op {
             Op::Same(..) => {}
@@ -183,18 +175,19 @@ fn code_blocks(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
     }
 }
 
+/// " (source has N WHAT, translation M)" when the counts differ, else nothing.
+fn count_note(what: &str, source: usize, target: usize) -> String {
+    if source == target {
+        String::new()
+    } else {
+        format!(" (source has {source} {what}, translation {target})")
+    }
+}
+
 fn headings(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
     let a: Vec<u8> = s.headings.iter().map(|h| h.level).collect();
     let b: Vec<u8> = t.headings.iter().map(|h| h.level).collect();
-    let count = if a.len() != b.len() {
-        format!(
-            " (source has {} headings, translation {})",
-            a.len(),
-            b.len()
-        )
-    } else {
-        String::new()
-    };
+    let count = count_note("headings", a.len(), b.len());
     for op in diff(&a, &b) {
         match op {
             Op::Same(..) => {}

@@ -159,16 +159,7 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
         compare_llama_cpp: a.compare.is_some(),
         quire,
     })?;
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(f) = &a.json_file {
-        crate::util::write_atomic(f, json.as_bytes())?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{}", engine::render_text(&report));
-    }
-    Ok(0)
+    emit(&report, a.json, a.json_file.as_deref(), engine::render_text)
 }
 
 fn run_prefix(a: PrefixArgs) -> Result<i32> {
@@ -186,14 +177,24 @@ fn run_prefix(a: PrefixArgs) -> Result<i32> {
         prefill_scaling: a.prefill_scaling,
         threads,
     })?;
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(f) = &a.json_file {
-        crate::util::write_atomic(f, json.as_bytes())?;
+    emit(&report, a.json, a.json_file.as_deref(), prefix::render_text)
+}
+
+/// Print a report as JSON or as text tables, and write the JSON to `json_file` if given.
+fn emit<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    json_file: Option<&std::path::Path>,
+    render: fn(&R) -> String,
+) -> Result<i32> {
+    let text = serde_json::to_string_pretty(report)?;
+    if let Some(f) = json_file {
+        crate::util::write_atomic(f, text.as_bytes())?;
     }
-    if a.json {
-        println!("{json}");
+    if json {
+        println!("{text}");
     } else {
-        print!("{}", prefix::render_text(&report));
+        print!("{}", render(report));
     }
     Ok(0)
 }

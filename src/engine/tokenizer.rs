@@ -240,6 +240,8 @@ pub struct TokenStream<'a> {
     ids: Vec<u32>,
     prev: usize,
     current: usize,
+    /// Byte length of the decoded `ids[prev..current]` (text already emitted).
+    prev_text_len: usize,
 }
 
 impl<'a> TokenStream<'a> {
@@ -250,39 +252,43 @@ impl<'a> TokenStream<'a> {
             ids: Vec::new(),
             prev: 0,
             current: 0,
+            prev_text_len: 0,
         }
     }
 
     /// Add one token; returns the newly completed text, if any.
     pub fn push(&mut self, id: u32) -> Result<Option<String>> {
-        let prev_text = self
-            .tokenizer
-            .decode(&self.ids[self.prev..self.current], false)?;
         self.ids.push(id);
         let text = self.tokenizer.decode(&self.ids[self.prev..], false)?;
-        if text.len() > prev_text.len()
-            && !text.ends_with('\u{FFFD}')
-            && text.is_char_boundary(prev_text.len())
-        {
-            let piece = text[prev_text.len()..].to_string();
-            self.prev = self.current;
-            self.current = self.ids.len();
+        let done = self.prev_text_len;
+        if text.len() > done && !text.ends_with('\u{FFFD}') && text.is_char_boundary(done) {
+            let piece = text[done..].to_string();
+            self.advance()?;
             Ok(Some(piece))
         } else {
             Ok(None)
         }
     }
 
+    /// Move the window: the tokens emitted so far become the context of the next piece.
+    fn advance(&mut self) -> Result<()> {
+        self.prev = self.current;
+        self.current = self.ids.len();
+        self.prev_text_len = self
+            .tokenizer
+            .decode(&self.ids[self.prev..self.current], false)?
+            .len();
+        Ok(())
+    }
+
     /// Whatever text is still held back (possibly with a replacement character).
     pub fn finish(&mut self) -> Result<Option<String>> {
-        let prev_text = self
-            .tokenizer
-            .decode(&self.ids[self.prev..self.current], false)?;
         let text = self.tokenizer.decode(&self.ids[self.prev..], false)?;
-        if text.len() > prev_text.len() && text.is_char_boundary(prev_text.len()) {
-            self.prev = self.current;
-            self.current = self.ids.len();
-            Ok(Some(text[prev_text.len()..].to_string()))
+        let done = self.prev_text_len;
+        if text.len() > done && text.is_char_boundary(done) {
+            let piece = text[done..].to_string();
+            self.advance()?;
+            Ok(Some(piece))
         } else {
             Ok(None)
         }

@@ -208,7 +208,7 @@ fn clean_output(text: &str, unit: &Unit) -> String {
             t.truncate(end);
         }
     }
-    for label in ["Translation:", "翻译：", "译文：", "PASSAGE:"] {
+    for label in ["Translation:", "翻译：", "译文："] {
         if let Some(rest) = t.strip_prefix(label) {
             t = rest.to_string();
         }
