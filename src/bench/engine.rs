@@ -255,7 +255,7 @@ pub fn measure_quire(
         best_short = best_short.min(prefill);
         let t = Instant::now();
         for _ in 0..decode {
-            logits = engine.model.forward(&[next], &mut cache, false)?;
+            logits = engine.model.forward(&[next], &mut cache)?;
             next = argmax(&logits)?;
         }
         let dec = t.elapsed().as_secs_f64();

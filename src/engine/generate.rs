@@ -161,7 +161,7 @@ impl Engine {
                 finish = FinishReason::Context;
                 break;
             }
-            logits = self.model.forward(&[next], cache, false)?;
+            logits = self.model.forward(&[next], cache)?;
         }
         if finish != FinishReason::Stop {
             if let Some(rest) = stream.finish()? {

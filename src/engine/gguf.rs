@@ -8,7 +8,11 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
+use crate::engine::kernels::formats::Format;
+use crate::engine::kernels::{QuantMatrix, WeightBytes};
+use memmap2::Mmap;
 use std::fs::File;
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 
 /// Tensor types this engine can run (the ones the supported models ship with, and their
@@ -38,6 +42,7 @@ pub struct GgufFile {
     /// Parsed header.
     pub content: Content,
     file: File,
+    map: Arc<Mmap>,
 }
 
 impl GgufFile {
@@ -100,11 +105,17 @@ impl GgufFile {
                 );
             }
         }
+        // SAFETY: the file is opened read-only and models are not rewritten in place (the
+        // model store writes a new file and renames it); as in llama.cpp, a file truncated
+        // by another process while mapped would fault.
+        let map = unsafe { Mmap::map(&file) }
+            .with_context(|| format!("cannot memory-map {}", path.display()))?;
         Ok(Self {
             path: path.to_path_buf(),
             file_len,
             content,
             file,
+            map: Arc::new(map),
         })
     }
 
@@ -171,6 +182,34 @@ impl GgufFile {
         self.content
             .tensor(&mut self.file, name, device)
             .with_context(|| format!("{}: cannot read tensor {name}", self.path.display()))
+    }
+
+    /// Tensor `name` as a memory-mapped [`QuantMatrix`] (`rows` = outputs), or `None` when
+    /// its type has no native CPU kernel (then Candle's kernels run it).
+    pub fn quant_matrix(&self, name: &str) -> Result<Option<QuantMatrix>> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .with_context(|| format!("{}: no tensor named {name}", self.path.display()))?;
+        let Some(format) = Format::from_ggml(info.ggml_dtype) else {
+            return Ok(None);
+        };
+        let dims = info.shape.dims();
+        let (rows, cols) = match dims {
+            [n, k] => (*n, *k),
+            _ => return Ok(None),
+        };
+        let start = (self.content.tensor_data_offset + info.offset) as usize;
+        let len = rows * format.row_bytes(cols);
+        let m = QuantMatrix::new(
+            format,
+            rows,
+            cols,
+            WeightBytes::Mapped(self.map.clone(), start..start + len),
+        )
+        .with_context(|| format!("{}: tensor {name}", self.path.display()))?;
+        Ok(Some(m))
     }
 
     /// Total number of parameters (elements over all tensors).

@@ -7,10 +7,11 @@ pub mod backend;
 pub mod device;
 pub mod generate;
 pub mod gguf;
+pub mod kernels;
 pub mod kv_cache;
 pub mod prefix_cache;
-pub mod requant;
 pub mod sampling;
+pub mod threads;
 pub mod tokenizer;
 
 use crate::prompts::chat_template::ChatTemplate;
@@ -108,7 +109,7 @@ impl Engine {
         }
         let mut logits = None;
         for chunk in tokens.chunks(PREFILL_BATCH) {
-            logits = Some(self.model.forward(chunk, cache, true)?);
+            logits = Some(self.model.forward(chunk, cache)?);
         }
         logits.context("no logits")
     }

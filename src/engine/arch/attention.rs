@@ -76,6 +76,106 @@ fn attend_row(
     }
 }
 
+/// The same computation with AVX2 + FMA: 8-wide fused dot products, a vectorised `exp`
+/// ([`exp8`]), and the weighted values accumulated in registers. Still one row from its own
+/// keys in key order, so still batch-invariant. `hd` must be a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_row_avx2(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    visible: usize,
+    hd: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let lanes = hd / 8;
+    scores.clear();
+    scores.resize(visible.next_multiple_of(8), f32::NEG_INFINITY);
+    let mut max = f32::NEG_INFINITY;
+    let qp = q.as_ptr();
+    for j in 0..visible {
+        let kp = keys.as_ptr().add(j * hd);
+        let mut acc = _mm256_setzero_ps();
+        for c in 0..lanes {
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c * 8)), _mm256_loadu_ps(kp.add(c * 8)), acc);
+        }
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;
+        max = max.max(s);
+        *scores.get_unchecked_mut(j) = s;
+    }
+    let maxv = _mm256_set1_ps(max);
+    let mut sumv = _mm256_setzero_ps();
+    for c in scores.chunks_exact_mut(8) {
+        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), maxv));
+        _mm256_storeu_ps(c.as_mut_ptr(), e);
+        sumv = _mm256_add_ps(sumv, e);
+    }
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(sumv), _mm256_extractf128_ps(sumv, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    let inv = 1.0 / _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    const MAX_LANES: usize = 32;
+    let mut acc = [_mm256_setzero_ps(); MAX_LANES];
+    for j in 0..visible {
+        let w = _mm256_set1_ps(*scores.get_unchecked(j) * inv);
+        let vp = values.as_ptr().add(j * hd);
+        for (c, a) in acc.iter_mut().enumerate().take(lanes) {
+            *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp.add(c * 8)), *a);
+        }
+    }
+    for (c, a) in acc.iter().enumerate().take(lanes) {
+        _mm256_storeu_ps(out.as_mut_ptr().add(c * 8), *a);
+    }
+}
+
+/// `e^x` for eight lanes: `x = n·ln2 + r` (ln2 split in two for accuracy), `e^r` by its
+/// degree-6 Taylor polynomial on |r| ≤ ln2/2 (relative error < 2e-7), times `2^n` put
+/// straight into the exponent bits; below −87.3 the result is 0 (so −∞ gives 0).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3), _CMP_LT_OQ);
+    let x = _mm256_max_ps(x, _mm256_set1_ps(-87.3));
+    let n = _mm256_round_ps(
+        _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+    );
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), r);
+    let mut p = _mm256_set1_ps(1.0 / 720.0);
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    }
+    let pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    let e = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2));
+    _mm256_andnot_ps(underflow, e)
+}
+
+/// Whether [`attend_row_avx2`] can run here for head size `hd`.
+fn use_avx2(hd: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        hd % 8 == 0
+            && hd <= 256
+            && std::env::var("QUIRE_CPU_KERNEL").as_deref() != Ok("portable")
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = hd;
+        false
+    }
+}
+
 impl CustomOp3 for CausalAttention {
     fn name(&self) -> &'static str {
         "quire-causal-attention"
@@ -118,6 +218,7 @@ impl CustomOp3 for CausalAttention {
             );
         }
         let mut out = vec![0f32; t * nh * hd];
+        let simd = use_avx2(hd);
         // Rows of the output are [t][nh][hd]; one task per (token, head).
         out.par_chunks_mut(hd).enumerate().for_each_init(
             || Vec::with_capacity(offset + t),
@@ -127,16 +228,18 @@ impl CustomOp3 for CausalAttention {
                 let qrow = &q[(h * t + i) * hd..(h * t + i + 1) * hd];
                 let base = g * cap * hd;
                 let visible = offset + i + 1;
-                attend_row(
-                    qrow,
-                    &k[base..base + visible * hd],
-                    &v[base..base + visible * hd],
-                    visible,
-                    hd,
-                    scale,
-                    scores,
-                    o,
-                );
+                let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
+                #[cfg(target_arch = "x86_64")]
+                if simd {
+                    // SAFETY: `use_avx2` checked AVX2 + FMA and that hd is a multiple of 8
+                    // and at most 256; the slices hold `visible` rows of `hd` values.
+                    unsafe {
+                        attend_row_avx2(qrow, keys, values, visible, hd, scale, scores, o)
+                    };
+                    return;
+                }
+                let _ = simd;
+                attend_row(qrow, keys, values, visible, hd, scale, scores, o);
             },
         );
         Ok((CpuStorage::F32(out), Shape::from((t, nh * hd))))
@@ -222,6 +325,31 @@ pub fn grouped_attention_reference(
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_exp_is_accurate() {
+        if !use_avx2(8) {
+            return;
+        }
+        for i in 0..20_000 {
+            let x = -90.0 + i as f32 * 0.0046;
+            let lanes = [x; 8];
+            // SAFETY: AVX2 + FMA checked above.
+            let got = unsafe {
+                use std::arch::x86_64::*;
+                let mut out = [0f32; 8];
+                _mm256_storeu_ps(out.as_mut_ptr(), exp8(_mm256_loadu_ps(lanes.as_ptr())));
+                out[0]
+            };
+            let want = (x as f64).exp();
+            if x < -87.3 {
+                assert_eq!(got, 0.0, "exp({x})");
+            } else {
+                assert!(((got as f64) - want).abs() <= 3e-7 * want, "exp({x}) = {got}, want {want}");
+            }
+        }
+    }
 
     #[test]
     fn kernel_matches_tensor_reference_and_is_batch_invariant() {

@@ -4,8 +4,9 @@
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::Result;
+use crate::engine::kernels::QuantMatrix;
 use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
 use std::sync::Arc;
 
 use super::ModelConfig;
@@ -14,20 +15,23 @@ use super::ModelConfig;
 /// `n_head × ATTN_CHUNK × context` floats for one layer at a time.
 pub const ATTN_CHUNK: usize = 256;
 
+/// How a linear layer multiplies: Quire's CPU kernels over the memory-mapped GGUF bytes,
+/// or Candle's quantized matmul (GPUs, and weight types without a native kernel).
+enum Weights {
+    Native(Arc<QuantMatrix>),
+    Candle(QMatMul),
+}
+
 /// A linear layer with quantized weights and an optional f32 bias.
 pub struct Linear {
-    w: QMatMul,
+    w: Weights,
     b: Option<Tensor>,
 }
 
 impl Linear {
     /// Load `{name}.weight` (and `{name}.bias` when `bias` is true).
     pub fn load(gguf: &mut GgufFile, name: &str, bias: bool, device: &Device) -> Result<Self> {
-        let t = crate::engine::requant::for_fast_cpu(
-            gguf.tensor(&format!("{name}.weight"), device)?,
-            device,
-        )?;
-        let w = QMatMul::from_qtensor(t)?;
+        let w = Self::weights(gguf, &format!("{name}.weight"), device)?;
         let b = if bias {
             Some(
                 gguf.tensor(&format!("{name}.bias"), device)?
@@ -39,37 +43,64 @@ impl Linear {
         Ok(Self { w, b })
     }
 
-    /// A bias-free layer sharing an already loaded tensor (tied embeddings).
-    pub fn from_arc(t: Arc<QTensor>) -> Result<Self> {
-        Ok(Self {
-            w: QMatMul::from_arc(t)?,
-            b: None,
-        })
+    fn weights(gguf: &mut GgufFile, name: &str, device: &Device) -> Result<Weights> {
+        if device.is_cpu() {
+            if let Some(m) = gguf.quant_matrix(name)? {
+                return Ok(Weights::Native(Arc::new(m)));
+            }
+        }
+        Ok(Weights::Candle(QMatMul::from_qtensor(
+            gguf.tensor(name, device)?,
+        )?))
     }
 
     /// `x @ Wᵀ + b` for `x` of shape `[tokens, in]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_as_batch(x, false)
-    }
-
-    /// Like [`Self::forward`]; with `as_batch`, a single row is computed the way rows of a
-    /// batch are (see below). Prompt tokens use it; decode steps do not (it costs ~40% of
-    /// decode speed, and both a cached and a recomputed prompt decode the same way).
-    pub fn forward_as_batch(&self, x: &Tensor, as_batch: bool) -> Result<Tensor> {
-        // Candle's CPU kernels take a different route for a single row (a GEMV with another
-        // activation quantization) than for several; the results differ in the last bits,
-        // which after 24 layers moves logits by ~0.4. A single row is therefore computed as
-        // two identical rows, so a token gets the same numbers whether it is computed alone
-        // (the last token after a cached prefix, or a decode step) or inside a batch.
-        let y = if as_batch && x.dim(0)? == 1 && x.device().is_cpu() {
-            self.w.forward(&Tensor::cat(&[x, x], 0)?)?.narrow(0, 0, 1)?
-        } else {
-            self.w.forward(x)?
+        let y = match &self.w {
+            Weights::Native(m) => x
+                .contiguous()?
+                .apply_op1_no_bwd(&NativeMatMul(m.clone()))?,
+            Weights::Candle(w) => w.forward(x)?,
         };
         Ok(match &self.b {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         })
+    }
+}
+
+/// Candle op running [`QuantMatrix::forward`] on a contiguous f32 CPU tensor `[.., in]`.
+struct NativeMatMul(Arc<QuantMatrix>);
+
+impl CustomOp1 for NativeMatMul {
+    fn name(&self) -> &'static str {
+        "quire-quant-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("quantized matmul expects f32 activations");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("quantized matmul expects contiguous activations");
+        };
+        let dims = layout.shape().dims();
+        let k = *dims.last().unwrap_or(&0);
+        if k != self.0.cols {
+            candle_core::bail!(
+                "quantized matmul: input width {k}, the matrix takes {}",
+                self.0.cols
+            );
+        }
+        let m = (end - start) / k;
+        let y = self.0.forward(&data[start..end], m);
+        let mut out = dims.to_vec();
+        *out.last_mut().unwrap() = self.0.rows;
+        Ok((CpuStorage::F32(y), Shape::from(out)))
     }
 }
 
@@ -203,7 +234,6 @@ impl Block {
 
     /// Self-attention for `x` (`[tokens, hidden]`, already normalised) whose first token is
     /// at position `offset`; appends this layer's keys/values to `cache` layer `layer`.
-    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         x: &Tensor,
@@ -212,7 +242,6 @@ impl Block {
         cache: &mut KvCache,
         rope: &Rope,
         cfg: &ModelConfig,
-        as_batch: bool,
     ) -> Result<Tensor> {
         let t = x.dim(0)?;
         let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
@@ -236,21 +265,61 @@ impl Block {
         cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
         let (keys, values) = cache.layer_buffers(layer);
         let out = super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)?;
-        self.o.forward_as_batch(&out, as_batch)
+        self.o.forward(&out)
     }
 
     /// SwiGLU feed-forward for `x` (`[tokens, hidden]`, already normalised).
-    pub fn mlp(&self, x: &Tensor, as_batch: bool) -> Result<Tensor> {
-        let gate = self.gate.forward_as_batch(x, as_batch)?.silu()?;
-        let up = self.up.forward_as_batch(x, as_batch)?;
-        self.down.forward_as_batch(&(gate * up)?, as_batch)
+    pub fn mlp(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = self.gate.forward(x)?.silu()?;
+        let up = self.up.forward(x)?;
+        self.down.forward(&(gate * up)?)
     }
 }
 
-/// Embedding lookup for `tokens` from a (possibly quantized) table: `[t, hidden]` f32.
-pub fn embed(table: &QTensor, tokens: &[u32], device: &Device) -> Result<Tensor> {
-    let ids = Tensor::new(tokens, device)?;
-    Ok(table.embedding(&ids)?.to_dtype(DType::F32)?)
+/// A token embedding table, kept quantized; rows are dequantized on lookup.
+pub enum Embedding {
+    /// Memory-mapped GGUF rows (CPU).
+    Native(Arc<QuantMatrix>),
+    /// A Candle tensor (GPUs, and types without a native kernel).
+    Candle(Arc<QTensor>),
+}
+
+impl Embedding {
+    /// Load tensor `name` (`[vocab, hidden]`).
+    pub fn load(gguf: &mut GgufFile, name: &str, device: &Device) -> Result<Self> {
+        if device.is_cpu() {
+            if let Some(m) = gguf.quant_matrix(name)? {
+                return Ok(Self::Native(Arc::new(m)));
+            }
+        }
+        Ok(Self::Candle(Arc::new(gguf.tensor(name, device)?)))
+    }
+
+    /// Rows for `tokens`: `[t, hidden]` f32.
+    pub fn forward(&self, tokens: &[u32], device: &Device) -> Result<Tensor> {
+        match self {
+            Self::Native(m) => Ok(Tensor::from_vec(
+                m.dequantize_rows(tokens)?,
+                (tokens.len(), m.cols),
+                device,
+            )?),
+            Self::Candle(t) => {
+                let ids = Tensor::new(tokens, device)?;
+                Ok(t.embedding(&ids)?.to_dtype(DType::F32)?)
+            }
+        }
+    }
+
+    /// The same table as an output projection (models with tied embeddings).
+    pub fn as_output(&self) -> Result<Linear> {
+        Ok(Linear {
+            w: match self {
+                Self::Native(m) => Weights::Native(m.clone()),
+                Self::Candle(t) => Weights::Candle(QMatMul::from_arc(t.clone())?),
+            },
+            b: None,
+        })
+    }
 }
 
 /// Logits of the last row of `x` (`[t, hidden]`) after the final norm: `[vocab]`.

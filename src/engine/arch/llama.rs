@@ -1,7 +1,7 @@
 //! Llama family (Llama 2/3, SmolLM2): RMSNorm, bias-free projections, interleaved rotary
 //! embeddings (GGUF's Q/K layout), SwiGLU, output optionally tied to the embedding.
 
-use super::layers::{embed, last_logits, RopeStyle};
+use super::layers::{last_logits, RopeStyle};
 use super::qwen2::Blocks;
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
@@ -25,17 +25,16 @@ impl Llama {
     }
 
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
-    /// `prompt`: these are prompt tokens (computed batch-invariantly even when alone).
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
-        let mut x = embed(&b.embed, tokens, &b.device)?;
+        let mut x = b.embed.forward(tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let residual = x.clone();
             let h = layer.attn_norm.forward(&x)?;
-            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg, prompt)?)?;
+            let h = (residual + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
             let residual = h.clone();
-            let m = layer.mlp(&layer.ffn_norm.forward(&h)?, prompt)?;
+            let m = layer.mlp(&layer.ffn_norm.forward(&h)?)?;
             x = (residual + m)?;
         }
         cache.commit(tokens)?;

@@ -123,13 +123,14 @@ impl Model {
 
     /// Run `tokens` (which follow the `cache.len()` tokens already in the cache), append
     /// their keys and values to `cache`, and return the logits of the last position
-    /// (shape `[vocab]`, f32). `prompt` marks prompt tokens: their results must not depend on
-    /// how the prompt was split between a cached prefix and this call; decode steps pass false.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
-        match self {
-            Self::Qwen2(m) => m.forward(tokens, cache, prompt),
-            Self::Llama(m) => m.forward(tokens, cache, prompt),
-        }
+    /// (shape `[vocab]`, f32). On the CPU a token's results do not depend on how the
+    /// tokens were split between calls (the kernels are batch-invariant), which is what
+    /// makes a cached prefix exact.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        crate::engine::threads::run(|| match self {
+            Self::Qwen2(m) => m.forward(tokens, cache),
+            Self::Llama(m) => m.forward(tokens, cache),
+        })
     }
 
     /// Device the weights live on.

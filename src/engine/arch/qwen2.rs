@@ -1,14 +1,12 @@
 //! Qwen2 / Qwen2.5: a Llama-shaped decoder with biases on the Q, K and V projections and
 //! NeoX-style rotary embeddings. Weights keep their GGUF quantization.
 
-use super::layers::{embed, last_logits, Block, Linear, RmsNorm, Rope, RopeStyle};
+use super::layers::{last_logits, Block, Embedding, Linear, RmsNorm, Rope, RopeStyle};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::Result;
-use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
-use std::sync::Arc;
 
 /// Weights and tables shared by the decoder-only architectures.
 pub struct Blocks {
@@ -17,7 +15,7 @@ pub struct Blocks {
     /// Where the weights live.
     pub device: Device,
     /// Token embedding table (kept quantized; rows are dequantized on lookup).
-    pub embed: Arc<QTensor>,
+    pub embed: Embedding,
     /// Transformer blocks.
     pub layers: Vec<Block>,
     /// Final norm.
@@ -39,11 +37,11 @@ impl Blocks {
         qkv_bias: bool,
         style: RopeStyle,
     ) -> Result<Self> {
-        let embed = Arc::new(gguf.tensor("token_embd.weight", device)?);
+        let embed = Embedding::load(gguf, "token_embd.weight", device)?;
         let output = if gguf.has_tensor("output.weight") {
             Linear::load(gguf, "output", false, device)?
         } else {
-            Linear::from_arc(embed.clone())?
+            embed.as_output()?
         };
         let layers = (0..cfg.n_layer)
             .map(|i| Block::load(gguf, i, qkv_bias, &cfg, device))
@@ -85,16 +83,15 @@ impl Qwen2 {
     }
 
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
-    /// `prompt`: these are prompt tokens (computed batch-invariantly even when alone).
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, prompt: bool) -> Result<Tensor> {
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
         let offset = cache.len();
-        let mut x = embed(&b.embed, tokens, &b.device)?;
+        let mut x = b.embed.forward(tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg, prompt)?)?;
+            x = (x + layer.attention(&h, i, offset, cache, &b.rope, &b.cfg)?)?;
             let h = layer.ffn_norm.forward(&x)?;
-            x = (x + layer.mlp(&h, prompt)?)?;
+            x = (x + layer.mlp(&h)?)?;
         }
         cache.commit(tokens)?;
         last_logits(&x, &b.out_norm, &b.output)

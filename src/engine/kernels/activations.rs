@@ -1,0 +1,152 @@
+//! Activations quantized to 8 bits for the integer dot products.
+//!
+//! Each row is cut into blocks of 32 values, each block gets its own f32 scale
+//! `d = max|x| / 127` and values `q = round(x / d)` in −127..=127 — per row and per block,
+//! so a row's numbers never depend on the other rows of the batch (the property that makes
+//! a cached prefix exact). Per block the quantizer also stores what the kernels need
+//! besides the values: the negated sums of each group of four values (to subtract a
+//! format's integer offset inside the integer dot product) and `d · Σq` (for formats with a
+//! minimum).
+
+use super::formats::{BLOCK, LANES};
+
+/// `m` rows of `k` activations, quantized per 32-value block.
+#[derive(Debug, Clone)]
+pub struct QuantizedRows {
+    /// Rows.
+    pub m: usize,
+    /// Values per row (a multiple of 32).
+    pub k: usize,
+    /// `m × k` quantized values.
+    pub qs: Vec<i8>,
+    /// `m × k/32` block scales.
+    pub d: Vec<f32>,
+    /// `m × k/32 × 8` negated sums of each group of four values.
+    pub neg_lane_sums: Vec<i32>,
+    /// `m × k/32` products `d · Σq` per block.
+    pub block_sums: Vec<f32>,
+}
+
+impl QuantizedRows {
+    /// Quantize `x` (`m × k`, row-major).
+    pub fn quantize(x: &[f32], m: usize, k: usize) -> Self {
+        assert_eq!(x.len(), m * k, "activation buffer is not m × k");
+        assert!(k.is_multiple_of(BLOCK), "row length {k} is not a multiple of {BLOCK}");
+        let nb = m * k / BLOCK;
+        let mut out = Self {
+            m,
+            k,
+            qs: vec![0; m * k],
+            d: vec![0.0; nb],
+            neg_lane_sums: vec![0; nb * LANES],
+            block_sums: vec![0.0; nb],
+        };
+        for (b, (xb, qb)) in x
+            .chunks_exact(BLOCK)
+            .zip(out.qs.chunks_exact_mut(BLOCK))
+            .enumerate()
+        {
+            let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            let mut total = 0i32;
+            for (lane, (xl, ql)) in xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate() {
+                let mut sum = 0i32;
+                for (v, q) in xl.iter().zip(ql.iter_mut()) {
+                    *q = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                    sum += *q as i32;
+                }
+                out.neg_lane_sums[b * LANES + lane] = -sum;
+                total += sum;
+            }
+            out.d[b] = d;
+            out.block_sums[b] = d * total as f32;
+        }
+        out
+    }
+
+    /// Blocks per row.
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / BLOCK
+    }
+}
+
+/// `m` rows of `k` activations quantized per 256 values, for K-quant weights: one f32
+/// scale per 256 values (so a whole super-block's integer sums can be added up before any
+/// float work) and the sum of every 16 values.
+#[derive(Debug, Clone)]
+pub struct QuantizedRowsK {
+    /// Rows.
+    pub m: usize,
+    /// Values per row (a multiple of 256).
+    pub k: usize,
+    /// `m × k` quantized values.
+    pub qs: Vec<i8>,
+    /// `m × k/256` scales.
+    pub d: Vec<f32>,
+    /// `m × k/16` sums of each group of 16 values.
+    pub group_sums: Vec<i16>,
+}
+
+impl QuantizedRowsK {
+    /// Quantize `x` (`m × k`, row-major).
+    pub fn quantize(x: &[f32], m: usize, k: usize) -> Self {
+        assert_eq!(x.len(), m * k, "activation buffer is not m × k");
+        assert!(k.is_multiple_of(256), "row length {k} is not a multiple of 256");
+        let mut out = Self {
+            m,
+            k,
+            qs: vec![0; m * k],
+            d: vec![0.0; m * k / 256],
+            group_sums: vec![0; m * k / 16],
+        };
+        for (b, (xb, qb)) in x
+            .chunks_exact(256)
+            .zip(out.qs.chunks_exact_mut(256))
+            .enumerate()
+        {
+            let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            for (g, (xg, qg)) in xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate() {
+                let mut sum = 0i16;
+                for (v, q) in xg.iter().zip(qg.iter_mut()) {
+                    *q = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                    sum += *q as i16;
+                }
+                out.group_sums[b * 16 + g] = sum;
+            }
+            out.d[b] = d;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantization_is_per_row_and_close() {
+        let k = 64;
+        let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        let both = QuantizedRows::quantize(&x, 2, k);
+        let second = QuantizedRows::quantize(&x[k..], 1, k);
+        assert_eq!(&both.qs[k..], &second.qs[..]);
+        assert_eq!(&both.d[2..], &second.d[..]);
+        for (i, v) in x.iter().enumerate() {
+            let back = both.qs[i] as f32 * both.d[i / BLOCK];
+            assert!((back - v).abs() <= both.d[i / BLOCK] * 0.5 + 1e-6);
+        }
+        let lanes: i32 = both.neg_lane_sums[..LANES].iter().sum();
+        let direct: i32 = both.qs[..BLOCK].iter().map(|&q| q as i32).sum();
+        assert_eq!(-lanes, direct);
+    }
+
+    #[test]
+    fn zero_block_quantizes_to_zero() {
+        let q = QuantizedRows::quantize(&[0.0; 32], 1, 32);
+        assert!(q.qs.iter().all(|&v| v == 0));
+        assert_eq!(q.d[0], 0.0);
+    }
+}

@@ -1,0 +1,438 @@
+//! Quantized matrix multiplication on the CPU: `y = x · Wᵀ` for GGUF weights.
+//!
+//! How a product is computed (one weight matrix `W`, `n × k`, and `m` activation rows):
+//!
+//! 1. the activations are quantized to 8 bits per 32-value block ([`activations`]);
+//! 2. the output columns are split into chunks that rayon spreads over the cores;
+//! 3. within a chunk, each weight row is decoded once into a common form
+//!    ([`formats::DecodedRow`]: bytes, lane scales, block minimums) and then multiplied
+//!    with every activation row, in tiles of up to 4 activation rows × 2 weight rows so a
+//!    loaded weight block serves four rows and a loaded activation block serves two;
+//! 4. the tile kernel ([`x86`] with AVX-512 VNNI or AVX2, else [`portable`]) forms exact
+//!    integer sums per lane of four products and accumulates them in f32.
+//!
+//! Every output element is computed by the same sequence of operations whatever `m`,
+//! the tile it falls in or the thread that runs it, so a row's result never depends on the
+//! rest of the batch: a prompt computed in one piece or token by token (after a cached
+//! prefix) gives bit-identical numbers. The three kernel paths agree bit for bit too.
+//!
+//! Adding a weight format = a [`formats::Format`] variant, its scalar decoder and its SIMD
+//! decoder; the tile kernels do not change.
+
+pub mod activations;
+pub mod formats;
+pub mod portable;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+use activations::{QuantizedRows, QuantizedRowsK};
+use anyhow::{ensure, Result};
+use formats::{DecodedRow, DecodedRowK, Format};
+use rayon::prelude::*;
+use std::sync::{Arc, OnceLock};
+
+/// Which tile kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 VNNI on 256-bit registers (plus AVX2 decoders).
+    Vnni,
+    /// AVX2 + FMA.
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+impl Isa {
+    /// The best kernel this CPU runs; `QUIRE_CPU_KERNEL=portable|avx2|vnni` overrides it
+    /// (for comparisons; an override the CPU cannot run falls back to the best one).
+    pub fn detect() -> Self {
+        static ISA: OnceLock<Isa> = OnceLock::new();
+        *ISA.get_or_init(|| {
+            let best = Self::best();
+            match std::env::var("QUIRE_CPU_KERNEL").as_deref() {
+                Ok("portable") => Self::Portable,
+                Ok("avx2") if best != Self::Portable => Self::Avx2,
+                _ => best,
+            }
+        })
+    }
+
+    /// The best kernel this CPU supports.
+    pub fn best() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                if !is_x86_feature_detected!("f16c") {
+                    return Self::Portable;
+                }
+                if is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+                {
+                    return Self::Vnni;
+                }
+                return Self::Avx2;
+            }
+        }
+        Self::Portable
+    }
+
+    /// Every kernel this CPU can run (for tests and benches).
+    pub fn available() -> Vec<Self> {
+        match Self::best() {
+            Self::Vnni => vec![Self::Vnni, Self::Avx2, Self::Portable],
+            Self::Avx2 => vec![Self::Avx2, Self::Portable],
+            Self::Portable => vec![Self::Portable],
+        }
+    }
+}
+
+/// Where a matrix's bytes live: memory-mapped from the model file, or owned.
+pub enum WeightBytes {
+    /// A range of a memory-mapped file.
+    Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
+    /// Bytes in memory (tests, synthetic weights).
+    Owned(Vec<u8>),
+}
+
+impl WeightBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Mapped(map, range) => &map[range.clone()],
+            Self::Owned(v) => v,
+        }
+    }
+}
+
+/// A quantized weight matrix of `rows` output features × `cols` inputs, stored row by row
+/// in a GGUF block format.
+pub struct QuantMatrix {
+    /// Block format.
+    pub format: Format,
+    /// Output features (`n`).
+    pub rows: usize,
+    /// Input features (`k`).
+    pub cols: usize,
+    data: WeightBytes,
+}
+
+impl QuantMatrix {
+    /// Wrap `data`, checking that it holds exactly `rows × cols` weights of `format`.
+    pub fn new(format: Format, rows: usize, cols: usize, data: WeightBytes) -> Result<Self> {
+        ensure!(
+            cols.is_multiple_of(format.block_elems()),
+            "a {format:?} row of {cols} weights is not a whole number of {}-weight blocks",
+            format.block_elems()
+        );
+        let want = rows * format.row_bytes(cols);
+        let have = data.as_slice().len();
+        ensure!(
+            have == want,
+            "{format:?} matrix {rows}×{cols} needs {want} bytes, got {have}"
+        );
+        Ok(Self {
+            format,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    /// A matrix of random blocks with small, finite scales (for tests and benches).
+    pub fn synthetic(format: Format, rows: usize, cols: usize, seed: u64) -> Result<Self> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut data: Vec<u8> = (0..rows * format.row_bytes(cols))
+            .map(|_| rng.random())
+            .collect();
+        for blk in data.chunks_exact_mut(format.block_bytes()) {
+            let mut scale = || half::f16::from_f32(rng.random_range(0.001f32..0.05)).to_le_bytes();
+            match format {
+                Format::Q4_1 | Format::Q4K => {
+                    blk[0..2].copy_from_slice(&scale());
+                    blk[2..4].copy_from_slice(&scale());
+                }
+                Format::Q6K => blk[208..210].copy_from_slice(&scale()),
+                _ => blk[0..2].copy_from_slice(&scale()),
+            }
+        }
+        Self::new(format, rows, cols, WeightBytes::Owned(data))
+    }
+
+    /// Bytes of the whole matrix.
+    pub fn byte_len(&self) -> usize {
+        self.data.as_slice().len()
+    }
+
+    /// The stored bytes of row `j`.
+    pub fn row_bytes(&self, j: usize) -> &[u8] {
+        let rb = self.format.row_bytes(self.cols);
+        &self.data.as_slice()[j * rb..(j + 1) * rb]
+    }
+
+    /// Ask the CPU to start loading row `j` (if it exists) into cache: streaming weights
+    /// from memory is what bounds decoding, and the hardware prefetcher alone leaves
+    /// bandwidth unused when each core alternates between loading and computing.
+    pub fn prefetch_row(&self, j: usize) {
+        if j >= self.rows {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            let bytes = self.row_bytes(j);
+            for off in (0..bytes.len()).step_by(64) {
+                // SAFETY: the address is inside `bytes`; prefetching has no other effect.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch(
+                        bytes.as_ptr().add(off) as *const i8,
+                        std::arch::x86_64::_MM_HINT_T0,
+                    )
+                };
+            }
+        }
+    }
+
+    /// Rows `ids` as f32 (`ids.len() × cols`), e.g. an embedding lookup.
+    pub fn dequantize_rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; ids.len() * self.cols];
+        let o = self.format.offset();
+        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(self.cols)) {
+            ensure!(
+                (id as usize) < self.rows,
+                "row {id} is outside a matrix of {} rows",
+                self.rows
+            );
+            let bytes = self.row_bytes(id as usize);
+            if self.format.is_k_quant() {
+                let mut row = DecodedRowK::new(self.cols);
+                formats::decode_row_k_scalar(self.format, bytes, &mut row);
+                row.dequantize(o, dst);
+            } else {
+                let mut row = DecodedRow::new(self.cols);
+                formats::decode_row_scalar(self.format, bytes, &mut row);
+                row.dequantize(o, dst);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `x · Wᵀ` for `x` of `m × cols` f32 values: `m × rows` f32 values.
+    pub fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let q = Activations::quantize(self.format, x, m, self.cols);
+        let mut y = vec![0.0; m * self.rows];
+        matmul(Isa::detect(), self, &q, &mut y);
+        y
+    }
+}
+
+/// Activations quantized for one weight format family.
+pub enum Activations {
+    /// Per 32 values (32-weight formats).
+    Blocks(QuantizedRows),
+    /// Per 256 values (K-quants).
+    K(QuantizedRowsK),
+}
+
+impl Activations {
+    /// Quantize `x` (`m × k`) the way `format`'s kernel reads it.
+    pub fn quantize(format: Format, x: &[f32], m: usize, k: usize) -> Self {
+        if format.is_k_quant() {
+            Self::K(QuantizedRowsK::quantize(x, m, k))
+        } else {
+            Self::Blocks(QuantizedRows::quantize(x, m, k))
+        }
+    }
+
+    /// Rows.
+    pub fn m(&self) -> usize {
+        match self {
+            Self::Blocks(q) => q.m,
+            Self::K(q) => q.m,
+        }
+    }
+
+    /// Values per row.
+    pub fn k(&self) -> usize {
+        match self {
+            Self::Blocks(q) => q.k,
+            Self::K(q) => q.k,
+        }
+    }
+}
+
+fn decode(isa: Isa, format: Format, bytes: &[u8], row: &mut DecodedRow) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Vnni`/`Isa::Avx2` are only produced after detecting AVX2/FMA/F16C.
+        Isa::Vnni | Isa::Avx2 => unsafe { x86::decode_row(format, bytes, row) },
+        _ => formats::decode_row_scalar(format, bytes, row),
+    }
+}
+
+fn decode_k(isa: Isa, format: Format, bytes: &[u8], row: &mut DecodedRowK) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `decode`.
+        Isa::Vnni | Isa::Avx2 => unsafe { x86::decode_row_k(format, bytes, row) },
+        _ => formats::decode_row_k_scalar(format, bytes, row),
+    }
+}
+
+/// Activation rows per tile of the outer loop: enough that decoding a weight row is
+/// amortised, few enough that the tile's activations stay in the core's L2 cache.
+fn rows_per_pass(k: usize) -> usize {
+    ((192 * 1024) / (2 * k + 16)).clamp(4, 256) / 4 * 4
+}
+
+struct OutPtr(*mut f32);
+// SAFETY: each task writes a disjoint set of output columns (see `matmul`).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// `y = x · Wᵀ` (`y`: `m × w.rows`, row-major) with the kernel `isa`.
+pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
+    assert_eq!(x.k(), w.cols, "activation width does not match the matrix");
+    assert_eq!(y.len(), x.m() * w.rows, "output buffer is not m × n");
+    match x {
+        Activations::Blocks(q) => {
+            assert!(!w.format.is_k_quant(), "K-quant weights need per-256 activations");
+            drive(
+                w,
+                q.m,
+                y,
+                || DecodedRow::new(w.cols),
+                |j, row| decode(isa, w.format, w.row_bytes(j), row),
+                |rows, jn, r0, rn, tile| tile_blocks(isa, w.format, rows, jn, q, r0, rn, tile),
+            )
+        }
+        Activations::K(q) => {
+            assert!(w.format.is_k_quant(), "32-weight formats need per-32 activations");
+            drive(
+                w,
+                q.m,
+                y,
+                || DecodedRowK::new(w.cols),
+                |j, row| decode_k(isa, w.format, w.row_bytes(j), row),
+                |rows, jn, r0, rn, tile| tile_k(isa, w.format, rows, jn, q, r0, rn, tile),
+            )
+        }
+    }
+}
+
+/// The loop nest shared by both families: column chunks in parallel; within a chunk,
+/// passes over the activation rows; within a pass, two weight rows decoded at a time and
+/// multiplied with up to four activation rows at a time.
+fn drive<Row, New, Dec, Tile>(w: &QuantMatrix, m: usize, y: &mut [f32], new: New, dec: Dec, tile: Tile)
+where
+    New: Fn() -> Row + Sync,
+    Dec: Fn(usize, &mut Row) + Sync,
+    Tile: Fn(&[Row; 2], usize, usize, usize, &mut [[f32; 2]; 4]) + Sync,
+{
+    let (n, k) = (w.rows, w.cols);
+    let tasks = rayon::current_num_threads().max(1) * 4;
+    let chunk = n.div_ceil(tasks).next_multiple_of(2).max(2);
+    let pass = rows_per_pass(k);
+    let out = OutPtr(y.as_mut_ptr());
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let out = &out;
+        let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+        let mut rows = [new(), new()];
+        for t0 in (0..m).step_by(pass) {
+            let t1 = (t0 + pass).min(m);
+            let mut j = j0;
+            while j < j1 {
+                let jn = (j1 - j).min(2);
+                if m <= 4 && j + 2 < j1 {
+                    w.prefetch_row(j + 2);
+                    w.prefetch_row(j + 3);
+                }
+                for (i, row) in rows.iter_mut().enumerate().take(jn) {
+                    dec(j + i, row);
+                }
+                let mut r = t0;
+                while r < t1 {
+                    let rn = (t1 - r).min(4);
+                    let mut t = [[0.0f32; 2]; 4];
+                    tile(&rows, jn, r, rn, &mut t);
+                    for (ri, tr) in t.iter().enumerate().take(rn) {
+                        for (ji, v) in tr.iter().enumerate().take(jn) {
+                            // SAFETY: (r + ri, j + ji) is inside y, and column j + ji
+                            // belongs to this task alone.
+                            unsafe { *out.0.add((r + ri) * n + j + ji) = *v };
+                        }
+                    }
+                    r += rn;
+                }
+                j += jn;
+            }
+        }
+    });
+}
+
+/// Dispatch an `rn × jn` tile to the const-generic kernel `$f` of the chosen ISA.
+macro_rules! dispatch_tile {
+    ($isa:expr, $rows:expr, $jn:expr, $x:expr, $r0:expr, $rn:expr, $tile:expr, $o:expr, $min:expr,
+     $vnni:ident, $avx2:ident, $portable:ident) => {{
+        macro_rules! go {
+            ($r:literal, $j:literal) => {{
+                let w = std::array::from_fn::<_, $j, _>(|i| &$rows[i]);
+                let mut out = [[0.0f32; $j]; $r];
+                match $isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `Isa::Vnni` is only produced after detecting AVX-512 F/VL/VNNI.
+                    Isa::Vnni => unsafe { x86::$vnni::<$r, $j>(w, $x, $r0, $o, $min, &mut out) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `Isa::Avx2` is only produced after detecting AVX2/FMA/F16C.
+                    Isa::Avx2 => unsafe { x86::$avx2::<$r, $j>(w, $x, $r0, $o, $min, &mut out) },
+                    _ => portable::$portable::<$r, $j>(w, $x, $r0, $o, $min, &mut out),
+                }
+                for (t, o) in $tile.iter_mut().zip(out.iter()) {
+                    t[..$j].copy_from_slice(o);
+                }
+            }};
+        }
+        match ($rn, $jn) {
+            (4, 2) => go!(4, 2),
+            (3, 2) => go!(3, 2),
+            (2, 2) => go!(2, 2),
+            (1, 2) => go!(1, 2),
+            (4, 1) => go!(4, 1),
+            (3, 1) => go!(3, 1),
+            (2, 1) => go!(2, 1),
+            _ => go!(1, 1),
+        }
+    }};
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tile_blocks(
+    isa: Isa,
+    format: Format,
+    rows: &[DecodedRow; 2],
+    jn: usize,
+    x: &QuantizedRows,
+    r0: usize,
+    rn: usize,
+    tile: &mut [[f32; 2]; 4],
+) {
+    let (o, min) = (format.offset(), format.has_min());
+    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_vnni, tile_avx2, tile)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tile_k(
+    isa: Isa,
+    format: Format,
+    rows: &[DecodedRowK; 2],
+    jn: usize,
+    x: &QuantizedRowsK,
+    r0: usize,
+    rn: usize,
+    tile: &mut [[f32; 2]; 4],
+) {
+    let (o, min) = (format.offset(), format.has_min());
+    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_k_vnni, tile_k_avx2, tile_k)
+}
+
+#[cfg(test)]
+mod tests;

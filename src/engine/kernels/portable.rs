@@ -1,0 +1,117 @@
+//! The tile kernel in plain Rust: the fallback where no SIMD path applies, and the
+//! arithmetic the SIMD kernels must reproduce bit for bit (same integer lane sums, same
+//! fused multiply-adds in the same order, same horizontal sum).
+
+use super::activations::{QuantizedRows, QuantizedRowsK};
+use super::formats::{DecodedRow, DecodedRowK, BLOCK, LANES};
+
+/// Sum eight lane accumulators in the order the SIMD kernels use:
+/// `((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7))`.
+pub fn hsum(a: &[f32; LANES]) -> f32 {
+    let h = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
+    (h[0] + h[2]) + (h[1] + h[3])
+}
+
+/// `Σ_b t[b] · (d · Σq)[b]`: the part of the dot product that comes from a format's
+/// per-block minimum (formats without one skip it).
+pub fn min_term(w: &DecodedRow, x: &QuantizedRows, row: usize) -> f32 {
+    let nb = x.blocks_per_row();
+    let sums = &x.block_sums[row * nb..(row + 1) * nb];
+    w.t.iter()
+        .zip(sums)
+        .fold(0.0f32, |acc, (t, s)| t.mul_add(*s, acc))
+}
+
+/// Dot products of activation rows `r0..r0+R` with the `J` decoded weight rows.
+/// `o` is the format's integer offset; `with_min` adds [`min_term`].
+pub fn tile<const R: usize, const J: usize>(
+    w: [&DecodedRow; J],
+    x: &QuantizedRows,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let nb = x.blocks_per_row();
+    let k = x.k;
+    for (r, out_r) in out.iter_mut().enumerate() {
+        let xr = r0 + r;
+        for (j, out_rj) in out_r.iter_mut().enumerate() {
+            let mut acc = [0.0f32; LANES];
+            for b in 0..nb {
+                let d = x.d[xr * nb + b];
+                for (l, a) in acc.iter_mut().enumerate() {
+                    let base = b * BLOCK + l * 4;
+                    let mut sum = o as i32 * x.neg_lane_sums[(xr * nb + b) * LANES + l];
+                    for e in 0..4 {
+                        sum += w[j].u[base + e] as i32 * x.qs[xr * k + base + e] as i32;
+                    }
+                    *a = (sum as f32).mul_add(w[j].s[b * LANES + l] * d, *a);
+                }
+            }
+            let mut y = hsum(&acc);
+            if with_min {
+                y += min_term(w[j], x, xr);
+            }
+            *out_rj = y;
+        }
+    }
+}
+
+/// Dot products for K-quant rows: per super-block, exact integer sums of
+/// `scale · u · q` (pairs of products, as `vpmaddubsw` + `vpmaddwd` form them), the offset
+/// removed with the activations' 16-value group sums, then one fused multiply-add by
+/// `d · dx` per lane; Q4_K's minimums accumulate apart (`with_min`) and are subtracted last.
+pub fn tile_k<const R: usize, const J: usize>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let k = x.k;
+    let nsb = k / 256;
+    for (r, out_r) in out.iter_mut().enumerate() {
+        let xr = r0 + r;
+        for (j, out_rj) in out_r.iter_mut().enumerate() {
+            let wj = w[j];
+            let mut acc = [0.0f32; LANES];
+            let mut accm = [0.0f32; LANES];
+            for sb in 0..nsb {
+                let mut isum = [0i32; LANES];
+                for blk in 0..8 {
+                    let base = sb * 256 + blk * BLOCK;
+                    for (l, s) in isum.iter_mut().enumerate() {
+                        for pair in 0..2 {
+                            let p = 2 * l + pair;
+                            let e = base + 2 * p;
+                            let prod = wj.u[e] as i32 * x.qs[xr * k + e] as i32
+                                + wj.u[e + 1] as i32 * x.qs[xr * k + e + 1] as i32;
+                            *s += prod * wj.sc[base / 2 + p] as i32;
+                        }
+                    }
+                }
+                let dx = x.d[xr * nsb + sb];
+                let dd = wj.d[sb] * dx;
+                let dm = wj.dmin[sb] * dx;
+                let gs = &x.group_sums[(xr * k + sb * 256) / 16..][..16];
+                let corr = &wj.corr[sb * 16..sb * 16 + 16];
+                for l in 0..LANES {
+                    let c = gs[2 * l] as i32 * corr[2 * l] as i32
+                        + gs[2 * l + 1] as i32 * corr[2 * l + 1] as i32;
+                    let s = isum[l] - o as i32 * c;
+                    acc[l] = (s as f32).mul_add(dd, acc[l]);
+                    if with_min {
+                        accm[l] = (c as f32).mul_add(dm, accm[l]);
+                    }
+                }
+            }
+            let mut y = hsum(&acc);
+            if with_min {
+                y -= hsum(&accm);
+            }
+            *out_rj = y;
+        }
+    }
+}

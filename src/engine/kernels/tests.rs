@@ -1,0 +1,199 @@
+//! Kernel tests on random data: decoders against Candle's dequantizer (an independent
+//! implementation of the formats), SIMD against scalar, every kernel against a plain f64
+//! reference, and batch invariance.
+
+use super::formats::{decode_row_k_scalar, decode_row_scalar, DecodedRow, DecodedRowK, Format};
+use super::*;
+use candle_core::quantized::GgmlDType;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const FORMATS: [(Format, GgmlDType); 6] = [
+    (Format::Q4_0, GgmlDType::Q4_0),
+    (Format::Q4_1, GgmlDType::Q4_1),
+    (Format::Q5_0, GgmlDType::Q5_0),
+    (Format::Q8_0, GgmlDType::Q8_0),
+    (Format::Q4K, GgmlDType::Q4K),
+    (Format::Q6K, GgmlDType::Q6K),
+];
+
+/// Random blocks of `format` with sane (finite, small) f16 scales.
+fn random_matrix(format: Format, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
+    let m = QuantMatrix::synthetic(format, rows, cols, rng.random()).unwrap();
+    (0..rows).flat_map(|j| m.row_bytes(j).to_vec()).collect()
+}
+
+fn random_activations(m: usize, k: usize, rng: &mut StdRng) -> Vec<f32> {
+    (0..m * k)
+        .map(|i| {
+            let v: f32 = rng.random_range(-1.0..1.0);
+            // A few outliers, as real activations have.
+            if i % 97 == 0 {
+                v * 30.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn scalar_decoders_match_candle() {
+    let mut rng = StdRng::seed_from_u64(1);
+    for (format, ggml) in FORMATS {
+        let (rows, cols) = (3, 512);
+        let bytes = random_matrix(format, rows, cols, &mut rng);
+        let t = candle_core::quantized::ggml_file::qtensor_from_ggml(
+            ggml,
+            &bytes,
+            vec![rows, cols],
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        let want: Vec<f32> = t
+            .dequantize(&candle_core::Device::Cpu)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let m = QuantMatrix::new(format, rows, cols, WeightBytes::Owned(bytes)).unwrap();
+        let got = m.dequantize_rows(&[0, 1, 2]).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs().max(1e-3),
+                "{format:?} element {i}: ours {g}, candle {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn simd_decoders_match_scalar() {
+    let mut rng = StdRng::seed_from_u64(2);
+    for (format, _) in FORMATS {
+        let cols = 768;
+        let bytes = random_matrix(format, 1, cols, &mut rng);
+        for isa in Isa::available() {
+            if format.is_k_quant() {
+                let mut want = DecodedRowK::new(cols);
+                decode_row_k_scalar(format, &bytes, &mut want);
+                let mut got = DecodedRowK::new(cols);
+                super::decode_k(isa, format, &bytes, &mut got);
+                assert_eq!(got.u, want.u, "{format:?} {isa:?} values");
+                assert_eq!(got.sc, want.sc, "{format:?} {isa:?} scales");
+                assert_eq!(got.corr, want.corr, "{format:?} {isa:?} group terms");
+                assert_eq!(got.d, want.d, "{format:?} {isa:?} super-scales");
+                assert_eq!(got.dmin, want.dmin, "{format:?} {isa:?} super-minimums");
+            } else {
+                let mut want = DecodedRow::new(cols);
+                decode_row_scalar(format, &bytes, &mut want);
+                let mut got = DecodedRow::new(cols);
+                super::decode(isa, format, &bytes, &mut got);
+                assert_eq!(got.u, want.u, "{format:?} {isa:?} values");
+                assert_eq!(got.s, want.s, "{format:?} {isa:?} scales");
+                assert_eq!(got.t, want.t, "{format:?} {isa:?} minimums");
+            }
+        }
+    }
+}
+
+/// The activations as the kernels see them (dequantized), `m × k`.
+fn dequantized(x: &Activations) -> Vec<f64> {
+    match x {
+        Activations::Blocks(q) => (0..q.m * q.k)
+            .map(|i| q.qs[i] as f64 * q.d[i / 32] as f64)
+            .collect(),
+        Activations::K(q) => (0..q.m * q.k)
+            .map(|i| q.qs[i] as f64 * q.d[i / 256] as f64)
+            .collect(),
+    }
+}
+
+/// `x · Wᵀ` in f64 from the dequantized weights and the dequantized activations.
+fn reference(w: &QuantMatrix, x: &Activations) -> Vec<f64> {
+    let (n, k, m) = (w.rows, w.cols, x.m());
+    let ids: Vec<u32> = (0..n as u32).collect();
+    let wf = w.dequantize_rows(&ids).unwrap();
+    let xf = dequantized(x);
+    let mut y = vec![0.0f64; m * n];
+    for r in 0..m {
+        for j in 0..n {
+            y[r * n + j] = (0..k).map(|i| wf[j * k + i] as f64 * xf[r * k + i]).sum();
+        }
+    }
+    y
+}
+
+#[test]
+fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(3);
+    for (format, _) in FORMATS {
+        let (n, k) = (9, 512);
+        let w = QuantMatrix::new(
+            format,
+            n,
+            k,
+            WeightBytes::Owned(random_matrix(format, n, k, &mut rng)),
+        )
+        .unwrap();
+        for m in [1, 2, 5, 13] {
+            let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
+            let want = reference(&w, &q);
+            let mut portable = vec![0.0; m * n];
+            matmul(Isa::Portable, &w, &q, &mut portable);
+            let scale = want.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            for (g, r) in portable.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - r).abs() <= 1e-5 * scale,
+                    "{format:?} m={m}: kernel {g}, reference {r}"
+                );
+            }
+            for isa in Isa::available() {
+                let mut y = vec![0.0; m * n];
+                matmul(isa, &w, &q, &mut y);
+                assert_eq!(
+                    y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    portable.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{format:?} m={m}: {isa:?} differs from the portable kernel"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_row_gives_the_same_bits_alone_and_inside_a_batch() {
+    let mut rng = StdRng::seed_from_u64(4);
+    for (format, _) in FORMATS {
+        let (n, k, m) = (37, 1024, 11);
+        let w = QuantMatrix::new(
+            format,
+            n,
+            k,
+            WeightBytes::Owned(random_matrix(format, n, k, &mut rng)),
+        )
+        .unwrap();
+        let x = random_activations(m, k, &mut rng);
+        let batch = w.forward(&x, m);
+        for r in [0, 4, 10] {
+            let alone = w.forward(&x[r * k..(r + 1) * k], 1);
+            assert_eq!(
+                alone.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                batch[r * n..(r + 1) * n]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                "{format:?} row {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn wrong_sizes_are_refused() {
+    assert!(QuantMatrix::new(Format::Q8_0, 2, 32, WeightBytes::Owned(vec![0; 67])).is_err());
+    assert!(QuantMatrix::new(Format::Q4K, 1, 128, WeightBytes::Owned(vec![0; 72])).is_err());
+    let m = QuantMatrix::new(Format::Q8_0, 2, 32, WeightBytes::Owned(vec![0; 68])).unwrap();
+    assert!(m.dequantize_rows(&[2]).is_err());
+}

@@ -1,0 +1,405 @@
+//! x86-64 SIMD paths: AVX2 decoders for every format, and the tile kernel twice — with
+//! AVX-512 VNNI (`vpdpbusd` on 256-bit registers) and with plain AVX2 (`vpmaddubsw` +
+//! `vpmaddwd`). Both compute the same exact integer lane sums as [`super::portable::tile`]
+//! and then the same f32 operations, so all three agree bit for bit (tested).
+
+#![allow(clippy::missing_safety_doc)]
+
+use super::activations::QuantizedRows;
+use super::activations::QuantizedRowsK;
+use super::formats::{q4k_scale_min, DecodedRow, DecodedRowK, Format, BLOCK, LANES};
+use super::portable::min_term;
+use std::arch::x86_64::*;
+
+/// A little-endian f16 at `b[0..2]` as f32, with the F16C instruction.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_at(b: &[u8]) -> f32 {
+    let bits = u16::from_le_bytes([b[0], b[1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// Horizontal sum in the order of [`super::portable::hsum`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    _mm_cvtss_f32(s1)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_scales(row: &mut DecodedRow, b: usize, s0: f32, s1: f32) {
+    let v = _mm256_setr_m128(_mm_set1_ps(s0), _mm_set1_ps(s1));
+    _mm256_storeu_ps(row.s.as_mut_ptr().add(b * LANES), v);
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_u(row: &mut DecodedRow, b: usize, u: __m256i) {
+    _mm256_storeu_si256(row.u.as_mut_ptr().add(b * BLOCK) as *mut __m256i, u);
+}
+
+/// Sixteen packed bytes → 32 nibbles: low nibbles first, then high nibbles.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibbles_16(p: *const u8) -> __m256i {
+    let v = _mm_loadu_si128(p as *const __m128i);
+    let m = _mm_set1_epi8(0x0F);
+    let lo = _mm_and_si128(v, m);
+    let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// Bit `i` of `bits` → byte `i` = 0x10 where set, 0 where not.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn high_bits_32(bits: u32) -> __m256i {
+    let v = _mm256_set1_epi32(bits as i32);
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let bytes = _mm256_shuffle_epi8(v, spread);
+    let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Decode one row (see [`super::formats::decode_row_scalar`], which this matches exactly).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn decode_row(format: Format, bytes: &[u8], row: &mut DecodedRow) {
+    let p = bytes.as_ptr();
+    match format {
+        Format::Q8_0 => {
+            let flip = _mm256_set1_epi8(-128);
+            for b in 0..bytes.len() / 34 {
+                let blk = p.add(b * 34);
+                let d = f16_at(&bytes[b * 34..]);
+                store_scales(row, b, d, d);
+                let q = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+                store_u(row, b, _mm256_xor_si256(q, flip));
+            }
+        }
+        Format::Q4_0 | Format::Q4_1 => {
+            let (bb, qoff) = if format == Format::Q4_0 { (18, 2) } else { (20, 4) };
+            for b in 0..bytes.len() / bb {
+                let blk = &bytes[b * bb..];
+                let d = f16_at(blk);
+                store_scales(row, b, d, d);
+                row.t[b] = if format == Format::Q4_1 {
+                    f16_at(&blk[2..])
+                } else {
+                    0.0
+                };
+                store_u(row, b, nibbles_16(p.add(b * bb + qoff)));
+            }
+        }
+        Format::Q5_0 => {
+            for b in 0..bytes.len() / 22 {
+                let blk = &bytes[b * 22..];
+                let d = f16_at(blk);
+                store_scales(row, b, d, d);
+                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                let u = _mm256_or_si256(nibbles_16(p.add(b * 22 + 6)), high_bits_32(qh));
+                store_u(row, b, u);
+            }
+        }
+        Format::Q4K | Format::Q6K => unreachable!("K-quant rows decode into DecodedRowK"),
+    }
+}
+
+/// Write the finished accumulators (plus the minimum term) to `out`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn finish<const R: usize, const J: usize>(
+    acc: &[[__m256; J]; R],
+    w: [&DecodedRow; J],
+    x: &QuantizedRows,
+    r0: usize,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    for r in 0..R {
+        for j in 0..J {
+            let mut y = hsum(acc[r][j]);
+            if with_min {
+                y += min_term(w[j], x, r0 + r);
+            }
+            out[r][j] = y;
+        }
+    }
+}
+
+/// The tile kernel with AVX-512 VNNI: `vpdpbusd` adds the four `u·q` products of each lane
+/// to the lane's offset correction `−o·Σq` in one instruction.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub unsafe fn tile_vnni<const R: usize, const J: usize>(
+    w: [&DecodedRow; J],
+    x: &QuantizedRows,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let nb = x.blocks_per_row();
+    let k = x.k;
+    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
+    let mut acc = [[_mm256_setzero_ps(); J]; R];
+    for b in 0..nb {
+        let mut u = [_mm256_setzero_si256(); J];
+        let mut s = [_mm256_setzero_ps(); J];
+        for j in 0..J {
+            u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
+            s[j] = _mm256_loadu_ps(w[j].s.as_ptr().add(b * LANES));
+        }
+        for r in 0..R {
+            let xb = (r0 + r) * nb + b;
+            let q = _mm256_loadu_si256(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i);
+            let d = _mm256_set1_ps(*x.d.get_unchecked(xb));
+            let c = if o == 0 {
+                _mm256_setzero_si256()
+            } else {
+                let sums =
+                    _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
+                _mm256_sll_epi32(sums, shift)
+            };
+            for j in 0..J {
+                let i = _mm256_dpbusd_epi32(c, u[j], q);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), acc[r][j]);
+            }
+        }
+    }
+    finish(&acc, w, x, r0, with_min, out);
+}
+
+/// The tile kernel with AVX2 only: the offset is removed from the weights
+/// (`w = u − o`, signed) and `vpmaddubsw` multiplies `|w|` by `q` carrying `w`'s sign.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_avx2<const R: usize, const J: usize>(
+    w: [&DecodedRow; J],
+    x: &QuantizedRows,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let nb = x.blocks_per_row();
+    let k = x.k;
+    let ones = _mm256_set1_epi16(1);
+    let off = _mm256_set1_epi8(o as u8 as i8);
+    let mut acc = [[_mm256_setzero_ps(); J]; R];
+    for b in 0..nb {
+        let mut wabs = [_mm256_setzero_si256(); J];
+        let mut wsgn = [_mm256_setzero_si256(); J];
+        let mut s = [_mm256_setzero_ps(); J];
+        for j in 0..J {
+            let u = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
+            if o == 0 {
+                wabs[j] = u;
+            } else {
+                wsgn[j] = _mm256_sub_epi8(u, off);
+                wabs[j] = _mm256_abs_epi8(wsgn[j]);
+            }
+            s[j] = _mm256_loadu_ps(w[j].s.as_ptr().add(b * LANES));
+        }
+        for r in 0..R {
+            let xb = (r0 + r) * nb + b;
+            let q = _mm256_loadu_si256(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i);
+            let d = _mm256_set1_ps(*x.d.get_unchecked(xb));
+            for j in 0..J {
+                let qs = if o == 0 { q } else { _mm256_sign_epi8(q, wsgn[j]) };
+                let i = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[j], qs), ones);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), acc[r][j]);
+            }
+        }
+    }
+    finish(&acc, w, x, r0, with_min, out);
+}
+
+/// Decode one Q4_K or Q6_K row (matches [`super::formats::decode_row_k_scalar`] exactly).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) {
+    let p = bytes.as_ptr();
+    let lo4 = _mm256_set1_epi8(0x0F);
+    let store_u = |row: &mut DecodedRowK, b: usize, u: __m256i| {
+        _mm256_storeu_si256(row.u.as_mut_ptr().add(b * BLOCK) as *mut __m256i, u)
+    };
+    let store_sc = |row: &mut DecodedRowK, b: usize, s0: i16, s1: i16| {
+        let v = _mm256_setr_m128i(_mm_set1_epi16(s0), _mm_set1_epi16(s1));
+        _mm256_storeu_si256(row.sc.as_mut_ptr().add(b * 16) as *mut __m256i, v)
+    };
+    match format {
+        Format::Q4K => {
+            for sb in 0..bytes.len() / 144 {
+                let blk = &bytes[sb * 144..sb * 144 + 144];
+                row.d[sb] = f16_at(blk);
+                row.dmin[sb] = f16_at(&blk[2..]);
+                let scales = &blk[4..16];
+                for pair in 0..4 {
+                    let v = _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
+                    let halves = [
+                        _mm256_and_si256(v, lo4),
+                        _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4),
+                    ];
+                    for (half, u) in halves.into_iter().enumerate() {
+                        let j = pair * 2 + half;
+                        let (sc, m) = q4k_scale_min(scales, j);
+                        let b = sb * 8 + j;
+                        store_sc(row, b, sc as i16, sc as i16);
+                        row.corr[b * 2] = m as i16;
+                        row.corr[b * 2 + 1] = m as i16;
+                        store_u(row, b, u);
+                    }
+                }
+            }
+        }
+        Format::Q6K => {
+            let hi2 = _mm256_set1_epi8(0x30);
+            for sb in 0..bytes.len() / 210 {
+                let base = sb * 210;
+                row.d[sb] = f16_at(&bytes[base + 208..]);
+                row.dmin[sb] = 0.0;
+                for n in 0..2 {
+                    let ql0 = _mm256_loadu_si256(p.add(base + n * 64) as *const __m256i);
+                    let ql1 = _mm256_loadu_si256(p.add(base + n * 64 + 32) as *const __m256i);
+                    let qh = _mm256_loadu_si256(p.add(base + 128 + n * 32) as *const __m256i);
+                    let parts = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql0, lo4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql1, lo4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
+                            _mm256_and_si256(qh, hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2),
+                        ),
+                    ];
+                    let sc = &bytes[base + 192 + n * 8..base + 200 + n * 8];
+                    for (part, u) in parts.into_iter().enumerate() {
+                        let b = sb * 8 + n * 4 + part;
+                        let s0 = sc[part * 2] as i8 as i16;
+                        let s1 = sc[part * 2 + 1] as i8 as i16;
+                        store_sc(row, b, s0, s1);
+                        row.corr[b * 2] = s0;
+                        row.corr[b * 2 + 1] = s1;
+                        store_u(row, b, u);
+                    }
+                }
+            }
+        }
+        _ => unreachable!("only K-quants decode into DecodedRowK"),
+    }
+}
+
+/// The K-quant tile kernel; `VNNI` picks `vpdpwssd` (AVX-512 VNNI) over
+/// `vpmaddwd` + `vpaddd` (AVX2) — the same integers either way.
+#[inline(always)]
+unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let k = x.k;
+    let nsb = k / 256;
+    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
+    let mut acc = [[_mm256_setzero_ps(); J]; R];
+    let mut accm = [[_mm256_setzero_ps(); J]; R];
+    for sb in 0..nsb {
+        let mut isum = [[_mm256_setzero_si256(); J]; R];
+        for blk in 0..8 {
+            let b = sb * 8 + blk;
+            let mut u = [_mm256_setzero_si256(); J];
+            let mut sc = [_mm256_setzero_si256(); J];
+            for j in 0..J {
+                u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
+                sc[j] = _mm256_loadu_si256(w[j].sc.as_ptr().add(b * 16) as *const __m256i);
+            }
+            for r in 0..R {
+                let q = _mm256_loadu_si256(
+                    x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i
+                );
+                for j in 0..J {
+                    let p = _mm256_maddubs_epi16(u[j], q);
+                    isum[r][j] = if VNNI {
+                        _mm256_dpwssd_epi32(isum[r][j], p, sc[j])
+                    } else {
+                        _mm256_add_epi32(isum[r][j], _mm256_madd_epi16(p, sc[j]))
+                    };
+                }
+            }
+        }
+        let mut corr = [_mm256_setzero_si256(); J];
+        for j in 0..J {
+            corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+        }
+        for r in 0..R {
+            let xr = r0 + r;
+            let gs = _mm256_loadu_si256(
+                x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
+            );
+            let dx = *x.d.get_unchecked(xr * nsb + sb);
+            for j in 0..J {
+                let c = _mm256_madd_epi16(gs, corr[j]);
+                let s = if o == 0 {
+                    isum[r][j]
+                } else {
+                    _mm256_sub_epi32(isum[r][j], _mm256_sll_epi32(c, shift))
+                };
+                let dd = _mm256_set1_ps(*w[j].d.get_unchecked(sb) * dx);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[r][j]);
+                if with_min {
+                    let dm = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb) * dx);
+                    accm[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, accm[r][j]);
+                }
+            }
+        }
+    }
+    for r in 0..R {
+        for j in 0..J {
+            let mut y = hsum(acc[r][j]);
+            if with_min {
+                y -= hsum(accm[r][j]);
+            }
+            out[r][j] = y;
+        }
+    }
+}
+
+/// [`tile_k_body`] with AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub unsafe fn tile_k_vnni<const R: usize, const J: usize>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    tile_k_body::<R, J, true>(w, x, r0, o, with_min, out)
+}
+
+/// [`tile_k_body`] with AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    tile_k_body::<R, J, false>(w, x, r0, o, with_min, out)
+}
