@@ -43,6 +43,7 @@ impl ModelArgs {
             &device,
             &LoadOptions {
                 chat_template: self.chat_template.clone(),
+                ..Default::default()
             },
         )
     }

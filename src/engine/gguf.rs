@@ -43,6 +43,9 @@ pub struct GgufFile {
     pub content: Content,
     file: File,
     map: Arc<Mmap>,
+    /// Whether [`Self::quant_matrix`] hands out matrices for Quire's CPU kernels (true) or
+    /// always says `None` so Candle's kernels run (GPUs, comparisons).
+    pub native_kernels: bool,
 }
 
 impl GgufFile {
@@ -116,6 +119,7 @@ impl GgufFile {
             content,
             file,
             map: Arc::new(map),
+            native_kernels: true,
         })
     }
 
@@ -192,7 +196,7 @@ impl GgufFile {
             .tensor_infos
             .get(name)
             .with_context(|| format!("{}: no tensor named {name}", self.path.display()))?;
-        let Some(format) = Format::from_ggml(info.ggml_dtype) else {
+        let Some(format) = Format::from_ggml(info.ggml_dtype).filter(|_| self.native_kernels) else {
             return Ok(None);
         };
         let dims = info.shape.dims();

@@ -45,6 +45,9 @@ pub struct Engine {
     pub parameters: usize,
     /// Tensor types in the file with their counts.
     pub tensor_types: Vec<(String, usize)>,
+    /// Which matmul kernels run: `native-vnni`, `native-avx2`, `native-portable` (Quire's
+    /// own, [`kernels`]) or `candle` (GPUs, or `LoadOptions::candle_kernels`).
+    pub kernels: String,
 }
 
 /// Options for [`Engine::load`].
@@ -52,6 +55,10 @@ pub struct Engine {
 pub struct LoadOptions {
     /// A chat template name from `chat-templates/` or a file path, instead of the GGUF's.
     pub chat_template: Option<String>,
+    /// Multiply with Candle's quantized matmul on the CPU instead of Quire's kernels: the
+    /// engine as it was before its own kernels, kept for comparisons (also set by
+    /// `QUIRE_CPU_KERNEL=candle`).
+    pub candle_kernels: bool,
 }
 
 impl Engine {
@@ -72,8 +79,17 @@ impl Engine {
             Some(name) => ChatTemplate::named(name)?,
             None => ChatTemplate::from_gguf(&gguf)?,
         };
+        let candle = opts.candle_kernels
+            || std::env::var("QUIRE_CPU_KERNEL").as_deref() == Ok("candle");
+        gguf.native_kernels = device.is_cpu() && !candle;
+        let kernels = if gguf.native_kernels {
+            format!("native-{:?}", kernels::Isa::detect()).to_lowercase()
+        } else {
+            "candle".to_string()
+        };
         let model = Model::load(&mut gguf, device)?;
         Ok(Self {
+            kernels,
             parameters: gguf.parameter_count(),
             tensor_types: gguf.tensor_type_counts(),
             model,
@@ -137,6 +153,7 @@ impl Engine {
         h.update(crate::util::sha256_hex(tok.as_bytes()).as_bytes());
         h.update(crate::util::sha256_hex(self.template.source.as_bytes()).as_bytes());
         h.update(b"f32");
+        h.update(self.kernels.as_bytes());
         h.update(device::device_kind(&self.device).as_bytes());
         Ok(hex::encode(h.finalize()))
     }

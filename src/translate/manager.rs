@@ -516,6 +516,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         &device,
         &crate::engine::LoadOptions {
             chat_template: opts.chat_template.clone(),
+            ..Default::default()
         },
     )?;
     let model_hash = crate::model_store::content_hash(&model_path)?;

@@ -96,14 +96,41 @@ unsafe fn attend_row_avx2(
     let lanes = hd / 8;
     scores.clear();
     scores.resize(visible.next_multiple_of(8), f32::NEG_INFINITY);
-    let mut max = f32::NEG_INFINITY;
     let qp = q.as_ptr();
-    for j in 0..visible {
+    let dot = |j: usize| -> __m256 {
         let kp = keys.as_ptr().add(j * hd);
         let mut acc = _mm256_setzero_ps();
         for c in 0..lanes {
             acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c * 8)), _mm256_loadu_ps(kp.add(c * 8)), acc);
         }
+        acc
+    };
+    let scalev = _mm256_set1_ps(scale);
+    let mut maxv = _mm256_set1_ps(f32::NEG_INFINITY);
+    // Keys in groups of eight: eight partial-sum vectors reduced together by a transpose
+    // of horizontal adds, giving eight scores in one register.
+    let full = visible / 8 * 8;
+    for j in (0..full).step_by(8) {
+        let a: [__m256; 8] = std::array::from_fn(|i| dot(j + i));
+        let t0 = _mm256_hadd_ps(a[0], a[1]);
+        let t1 = _mm256_hadd_ps(a[2], a[3]);
+        let t2 = _mm256_hadd_ps(a[4], a[5]);
+        let t3 = _mm256_hadd_ps(a[6], a[7]);
+        let u0 = _mm256_hadd_ps(t0, t1);
+        let u1 = _mm256_hadd_ps(t2, t3);
+        let s = _mm256_add_ps(
+            _mm256_permute2f128_ps(u0, u1, 0x20),
+            _mm256_permute2f128_ps(u0, u1, 0x31),
+        );
+        let s = _mm256_mul_ps(s, scalev);
+        maxv = _mm256_max_ps(maxv, s);
+        _mm256_storeu_ps(scores.as_mut_ptr().add(j), s);
+    }
+    let m4 = _mm_max_ps(_mm256_castps256_ps128(maxv), _mm256_extractf128_ps(maxv, 1));
+    let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    let mut max = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+    for j in full..visible {
+        let acc = dot(j);
         let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
         let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         let s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;

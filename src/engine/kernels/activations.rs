@@ -9,6 +9,17 @@
 //! minimum).
 
 use super::formats::{BLOCK, LANES};
+use rayon::prelude::*;
+
+/// `round(v · inv)` clamped to ±127 (half away from zero, without a libm call).
+#[inline]
+fn quantize_one(v: f32, inv: f32) -> i8 {
+    let x = (v * inv).clamp(-127.0, 127.0);
+    (x + 0.5f32.copysign(x)) as i8
+}
+
+/// Rows per parallel task when quantizing (small batches stay on one thread).
+const ROWS_PER_TASK: usize = 16;
 
 /// `m` rows of `k` activations, quantized per 32-value block.
 #[derive(Debug, Clone)]
@@ -41,27 +52,31 @@ impl QuantizedRows {
             neg_lane_sums: vec![0; nb * LANES],
             block_sums: vec![0.0; nb],
         };
-        for (b, (xb, qb)) in x
-            .chunks_exact(BLOCK)
-            .zip(out.qs.chunks_exact_mut(BLOCK))
-            .enumerate()
-        {
-            let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            let d = amax / 127.0;
-            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut total = 0i32;
-            for (lane, (xl, ql)) in xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate() {
-                let mut sum = 0i32;
-                for (v, q) in xl.iter().zip(ql.iter_mut()) {
-                    *q = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                    sum += *q as i32;
+        let nbr = k / BLOCK;
+        x.par_chunks(k * ROWS_PER_TASK)
+            .zip(out.qs.par_chunks_mut(k * ROWS_PER_TASK))
+            .zip(out.d.par_chunks_mut(nbr * ROWS_PER_TASK))
+            .zip(out.neg_lane_sums.par_chunks_mut(nbr * LANES * ROWS_PER_TASK))
+            .zip(out.block_sums.par_chunks_mut(nbr * ROWS_PER_TASK))
+            .for_each(|((((x, qs), ds), nls), bsums)| {
+                for (b, (xb, qb)) in x.chunks_exact(BLOCK).zip(qs.chunks_exact_mut(BLOCK)).enumerate() {
+                    let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+                    let d = amax / 127.0;
+                    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+                    let mut total = 0i32;
+                    for (lane, (xl, ql)) in xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate() {
+                        let mut sum = 0i32;
+                        for (v, q) in xl.iter().zip(ql.iter_mut()) {
+                            *q = quantize_one(*v, inv);
+                            sum += *q as i32;
+                        }
+                        nls[b * LANES + lane] = -sum;
+                        total += sum;
+                    }
+                    ds[b] = d;
+                    bsums[b] = d * total as f32;
                 }
-                out.neg_lane_sums[b * LANES + lane] = -sum;
-                total += sum;
-            }
-            out.d[b] = d;
-            out.block_sums[b] = d * total as f32;
-        }
+            });
         out
     }
 
@@ -100,24 +115,26 @@ impl QuantizedRowsK {
             d: vec![0.0; m * k / 256],
             group_sums: vec![0; m * k / 16],
         };
-        for (b, (xb, qb)) in x
-            .chunks_exact(256)
-            .zip(out.qs.chunks_exact_mut(256))
-            .enumerate()
-        {
-            let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            let d = amax / 127.0;
-            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            for (g, (xg, qg)) in xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate() {
-                let mut sum = 0i16;
-                for (v, q) in xg.iter().zip(qg.iter_mut()) {
-                    *q = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                    sum += *q as i16;
+        x.par_chunks(k * ROWS_PER_TASK)
+            .zip(out.qs.par_chunks_mut(k * ROWS_PER_TASK))
+            .zip(out.d.par_chunks_mut(k / 256 * ROWS_PER_TASK))
+            .zip(out.group_sums.par_chunks_mut(k / 16 * ROWS_PER_TASK))
+            .for_each(|(((x, qs), ds), gsums)| {
+                for (b, (xb, qb)) in x.chunks_exact(256).zip(qs.chunks_exact_mut(256)).enumerate() {
+                    let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+                    let d = amax / 127.0;
+                    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+                    for (g, (xg, qg)) in xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate() {
+                        let mut sum = 0i16;
+                        for (v, q) in xg.iter().zip(qg.iter_mut()) {
+                            *q = quantize_one(*v, inv);
+                            sum += *q as i16;
+                        }
+                        gsums[b * 16 + g] = sum;
+                    }
+                    ds[b] = d;
                 }
-                out.group_sums[b * 16 + g] = sum;
-            }
-            out.d[b] = d;
-        }
+            });
         out
     }
 }
