@@ -296,6 +296,20 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     match x {
         Activations::Blocks(q) => {
             assert!(!w.format.is_k_quant(), "K-quant weights need per-256 activations");
+            #[cfg(target_arch = "x86_64")]
+            if q.m == 1 && isa != Isa::Portable {
+                return gemv(w, y, |j| {
+                    let bytes = w.row_bytes(j);
+                    // SAFETY: the ISA was detected (see `Isa`).
+                    unsafe {
+                        if isa == Isa::Vnni {
+                            x86::gemv_blocks_vnni(w.format, bytes, q, 0)
+                        } else {
+                            x86::gemv_blocks_avx2(w.format, bytes, q, 0)
+                        }
+                    }
+                });
+            }
             drive(
                 w,
                 q.m,
@@ -307,6 +321,20 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
         }
         Activations::K(q) => {
             assert!(w.format.is_k_quant(), "32-weight formats need per-32 activations");
+            #[cfg(target_arch = "x86_64")]
+            if q.m == 1 && isa != Isa::Portable {
+                return gemv(w, y, |j| {
+                    let bytes = w.row_bytes(j);
+                    // SAFETY: the ISA was detected (see `Isa`).
+                    unsafe {
+                        if isa == Isa::Vnni {
+                            x86::gemv_k_vnni(w.format, bytes, q, 0)
+                        } else {
+                            x86::gemv_k_avx2(w.format, bytes, q, 0)
+                        }
+                    }
+                });
+            }
             drive(
                 w,
                 q.m,
@@ -319,6 +347,17 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     }
 }
 
+/// One activation row: `y[j] = row(j)` over column chunks, one per thread.
+#[cfg(target_arch = "x86_64")]
+fn gemv(w: &QuantMatrix, y: &mut [f32], row: impl Fn(usize) -> f32 + Sync) {
+    let chunk = w.rows.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    y.par_chunks_mut(chunk).enumerate().for_each(|(c, out)| {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = row(c * chunk + i);
+        }
+    });
+}
+
 /// The loop nest shared by both families: column chunks in parallel; within a chunk,
 /// passes over the activation rows; within a pass, two weight rows decoded at a time and
 /// multiplied with up to four activation rows at a time.
@@ -329,7 +368,10 @@ where
     Tile: Fn(&[Row; 2], usize, usize, usize, &mut [[f32; 2]; 4]) + Sync,
 {
     let (n, k) = (w.rows, w.cols);
-    let tasks = rayon::current_num_threads().max(1) * 4;
+    // One chunk per thread for a single row (decode: fewer hand-offs between threads),
+    // several per thread for batches (load balance).
+    let per_thread = if m <= 4 { 1 } else { 4 };
+    let tasks = rayon::current_num_threads().max(1) * per_thread;
     let chunk = n.div_ceil(tasks).next_multiple_of(2).max(2);
     let pass = rows_per_pass(k);
     let out = OutPtr(y.as_mut_ptr());
@@ -342,10 +384,6 @@ where
             let mut j = j0;
             while j < j1 {
                 let jn = (j1 - j).min(2);
-                if m <= 4 && j + 2 < j1 {
-                    w.prefetch_row(j + 2);
-                    w.prefetch_row(j + 3);
-                }
                 for (i, row) in rows.iter_mut().enumerate().take(jn) {
                     dec(j + i, row);
                 }

@@ -403,3 +403,205 @@ pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
 ) {
     tile_k_body::<R, J, false>(w, x, r0, o, with_min, out)
 }
+
+/// One K-quant weight row (its stored bytes) times activation row `r`, decoding in
+/// registers: the single-row path of decoding, where a separate decode pass would cost
+/// as much as the product. Bit-identical to [`tile_k_body`] for the same row (integer sums
+/// are exact in any order, and the float steps are the same).
+#[inline(always)]
+unsafe fn gemv_k_body<const VNNI: bool>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRowsK,
+    r: usize,
+) -> f32 {
+    let k = x.k;
+    let nsb = k / 256;
+    let o = format.offset();
+    let with_min = format.has_min();
+    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
+    let lo4 = _mm256_set1_epi8(0x0F);
+    let hi2 = _mm256_set1_epi8(0x30);
+    let p = bytes.as_ptr();
+    let xq = x.qs.as_ptr().add(r * k);
+    let mut acc = _mm256_setzero_ps();
+    let mut accm = _mm256_setzero_ps();
+    let dot = |isum: __m256i, u: __m256i, sc: __m256i, q: *const i8| -> __m256i {
+        let prod = _mm256_maddubs_epi16(u, _mm256_loadu_si256(q as *const __m256i));
+        if VNNI {
+            _mm256_dpwssd_epi32(isum, prod, sc)
+        } else {
+            _mm256_add_epi32(isum, _mm256_madd_epi16(prod, sc))
+        }
+    };
+    for sb in 0..nsb {
+        // Two integer accumulators (even and odd blocks) to shorten the dependency chain.
+        let mut is = [_mm256_setzero_si256(); 2];
+        let xs = xq.add(sb * 256);
+        let (d, dmin, corr) = match format {
+            Format::Q4K => {
+                let blk = &bytes[sb * 144..sb * 144 + 144];
+                let scales = &blk[4..16];
+                let mut sc = [0u8; 8];
+                let mut mn = [0u8; 8];
+                for j in 0..8 {
+                    (sc[j], mn[j]) = q4k_scale_min(scales, j);
+                }
+                for pair in 0..4 {
+                    let v = _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
+                    let u0 = _mm256_and_si256(v, lo4);
+                    let u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+                    let s0 = _mm256_set1_epi16(sc[pair * 2] as i16);
+                    let s1 = _mm256_set1_epi16(sc[pair * 2 + 1] as i16);
+                    is[0] = dot(is[0], u0, s0, xs.add(pair * 64));
+                    is[1] = dot(is[1], u1, s1, xs.add(pair * 64 + 32));
+                }
+                let m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(mn.as_ptr() as *const __m128i));
+                let corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+                (f16_at(blk), f16_at(&blk[2..]), corr)
+            }
+            _ => {
+                let base = sb * 210;
+                for n in 0..2 {
+                    let ql0 = _mm256_loadu_si256(p.add(base + n * 64) as *const __m256i);
+                    let ql1 = _mm256_loadu_si256(p.add(base + n * 64 + 32) as *const __m256i);
+                    let qh = _mm256_loadu_si256(p.add(base + 128 + n * 32) as *const __m256i);
+                    let parts = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql0, lo4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql1, lo4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
+                            _mm256_and_si256(qh, hi2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2),
+                        ),
+                    ];
+                    let sc = p.add(base + 192 + n * 8) as *const i8;
+                    for (part, u) in parts.into_iter().enumerate() {
+                        let s = _mm256_setr_m128i(
+                            _mm_set1_epi16(*sc.add(part * 2) as i16),
+                            _mm_set1_epi16(*sc.add(part * 2 + 1) as i16),
+                        );
+                        is[part % 2] = dot(is[part % 2], u, s, xs.add(n * 128 + part * 32));
+                    }
+                }
+                let corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(base + 192) as *const __m128i));
+                (f16_at(&bytes[base + 208..]), 0.0, corr)
+            }
+        };
+        let isum = _mm256_add_epi32(is[0], is[1]);
+        let gs = _mm256_loadu_si256(x.group_sums.as_ptr().add((r * k + sb * 256) / 16) as *const __m256i);
+        let dx = *x.d.get_unchecked(r * nsb + sb);
+        let c = _mm256_madd_epi16(gs, corr);
+        let s = if o == 0 {
+            isum
+        } else {
+            _mm256_sub_epi32(isum, _mm256_sll_epi32(c, shift))
+        };
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * dx), acc);
+        if with_min {
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dmin * dx), accm);
+        }
+    }
+    let mut y = hsum(acc);
+    if with_min {
+        y -= hsum(accm);
+    }
+    y
+}
+
+/// [`gemv_k_body`] with AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub unsafe fn gemv_k_vnni(format: Format, bytes: &[u8], x: &QuantizedRowsK, r: usize) -> f32 {
+    gemv_k_body::<true>(format, bytes, x, r)
+}
+
+/// [`gemv_k_body`] with AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_k_avx2(format: Format, bytes: &[u8], x: &QuantizedRowsK, r: usize) -> f32 {
+    gemv_k_body::<false>(format, bytes, x, r)
+}
+
+/// One 32-weight-format row (its stored bytes) times activation row `r`, decoding in
+/// registers; bit-identical to [`tile_vnni`] / [`tile_avx2`] for the same row.
+#[inline(always)]
+unsafe fn gemv_blocks_body<const VNNI: bool>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRows,
+    r: usize,
+) -> f32 {
+    let nb = x.blocks_per_row();
+    let o = format.offset();
+    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
+    let off = _mm256_set1_epi8(o as u8 as i8);
+    let ones = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
+    let bb = format.block_bytes();
+    let p = bytes.as_ptr();
+    let xq = x.qs.as_ptr().add(r * x.k);
+    let mut acc = _mm256_setzero_ps();
+    let mut tt = 0.0f32;
+    for b in 0..nb {
+        let blk = &bytes[b * bb..(b + 1) * bb];
+        let d = f16_at(blk);
+        let u = match format {
+            Format::Q8_0 => _mm256_xor_si256(_mm256_loadu_si256(p.add(b * bb + 2) as *const __m256i), flip),
+            Format::Q5_0 => {
+                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                _mm256_or_si256(nibbles_16(p.add(b * bb + 6)), high_bits_32(qh))
+            }
+            Format::Q4_1 => nibbles_16(p.add(b * bb + 4)),
+            _ => nibbles_16(p.add(b * bb + 2)),
+        };
+        let xb = r * nb + b;
+        let q = _mm256_loadu_si256(xq.add(b * BLOCK) as *const __m256i);
+        let i = if VNNI {
+            let c = if o == 0 {
+                _mm256_setzero_si256()
+            } else {
+                let sums = _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
+                _mm256_sll_epi32(sums, shift)
+            };
+            _mm256_dpbusd_epi32(c, u, q)
+        } else if o == 0 {
+            _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), ones)
+        } else {
+            let ws = _mm256_sub_epi8(u, off);
+            _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(q, ws)),
+                ones,
+            )
+        };
+        let dx = _mm256_set1_ps(*x.d.get_unchecked(xb));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(_mm256_set1_ps(d), dx), acc);
+        if format == Format::Q4_1 {
+            tt = f16_at(&blk[2..]).mul_add(*x.block_sums.get_unchecked(xb), tt);
+        }
+    }
+    let mut y = hsum(acc);
+    if format.has_min() {
+        y += tt;
+    }
+    y
+}
+
+/// [`gemv_blocks_body`] with AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub unsafe fn gemv_blocks_vnni(format: Format, bytes: &[u8], x: &QuantizedRows, r: usize) -> f32 {
+    gemv_blocks_body::<true>(format, bytes, x, r)
+}
+
+/// [`gemv_blocks_body`] with AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_blocks_avx2(format: Format, bytes: &[u8], x: &QuantizedRows, r: usize) -> f32 {
+    gemv_blocks_body::<false>(format, bytes, x, r)
+}
