@@ -27,6 +27,12 @@ enum Command {
 }
 
 fn main() {
+    // Candle runs large element-wise ops on its own thread pool, whose idle threads spin
+    // before parking; on a CPU whose every core runs Quire's kernels that spinning takes
+    // time from them. Set before any thread exists (a user's own value wins).
+    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
+        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "0");
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Translate(args) => quire::cli::translate::run_cli(args),

@@ -76,42 +76,39 @@ fn attend_row(
     }
 }
 
-/// The same computation with AVX2 + FMA: 8-wide fused dot products, a vectorised `exp`
-/// ([`exp8`]), and the weighted values accumulated in registers. Still one row from its own
-/// keys in key order, so still batch-invariant. `hd` must be a multiple of 8.
+/// The same computation with AVX2 + FMA for head size `8·L`: the query held in `L`
+/// registers, scores for eight keys at a time (eight independent dot products reduced by a
+/// transpose of horizontal adds), a vectorised `exp` ([`exp8`]), and the weighted values
+/// accumulated in registers. Still one row from its own keys in key order, so still
+/// batch-invariant.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_row_avx2(
+unsafe fn attend_row_avx2<const L: usize>(
     q: &[f32],
     keys: &[f32],
     values: &[f32],
     visible: usize,
-    hd: usize,
     scale: f32,
     scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
     use std::arch::x86_64::*;
-    let lanes = hd / 8;
+    let hd = L * 8;
     scores.clear();
     scores.resize(visible.next_multiple_of(8), f32::NEG_INFINITY);
-    let qp = q.as_ptr();
-    let dot = |j: usize| -> __m256 {
-        let kp = keys.as_ptr().add(j * hd);
-        let mut acc = _mm256_setzero_ps();
-        for c in 0..lanes {
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c * 8)), _mm256_loadu_ps(kp.add(c * 8)), acc);
-        }
-        acc
-    };
+    let qv: [__m256; L] = std::array::from_fn(|c| _mm256_loadu_ps(q.as_ptr().add(c * 8)));
+    let kp = keys.as_ptr();
     let scalev = _mm256_set1_ps(scale);
     let mut maxv = _mm256_set1_ps(f32::NEG_INFINITY);
-    // Keys in groups of eight: eight partial-sum vectors reduced together by a transpose
-    // of horizontal adds, giving eight scores in one register.
     let full = visible / 8 * 8;
     for j in (0..full).step_by(8) {
-        let a: [__m256; 8] = std::array::from_fn(|i| dot(j + i));
+        let mut a = [_mm256_setzero_ps(); 8];
+        for (c, qc) in qv.iter().enumerate() {
+            for (i, ai) in a.iter_mut().enumerate() {
+                *ai = _mm256_fmadd_ps(*qc, _mm256_loadu_ps(kp.add((j + i) * hd + c * 8)), *ai);
+            }
+        }
         let t0 = _mm256_hadd_ps(a[0], a[1]);
         let t1 = _mm256_hadd_ps(a[2], a[3]);
         let t2 = _mm256_hadd_ps(a[4], a[5]);
@@ -130,7 +127,10 @@ unsafe fn attend_row_avx2(
     let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     let mut max = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
     for j in full..visible {
-        let acc = dot(j);
+        let mut acc = _mm256_setzero_ps();
+        for (c, qc) in qv.iter().enumerate() {
+            acc = _mm256_fmadd_ps(*qc, _mm256_loadu_ps(kp.add(j * hd + c * 8)), acc);
+        }
         let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
         let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         let s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;
@@ -147,16 +147,15 @@ unsafe fn attend_row_avx2(
     let s4 = _mm_add_ps(_mm256_castps256_ps128(sumv), _mm256_extractf128_ps(sumv, 1));
     let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     let inv = 1.0 / _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-    const MAX_LANES: usize = 32;
-    let mut acc = [_mm256_setzero_ps(); MAX_LANES];
+    let mut acc = [_mm256_setzero_ps(); L];
+    let vp = values.as_ptr();
     for j in 0..visible {
         let w = _mm256_set1_ps(*scores.get_unchecked(j) * inv);
-        let vp = values.as_ptr().add(j * hd);
-        for (c, a) in acc.iter_mut().enumerate().take(lanes) {
-            *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp.add(c * 8)), *a);
+        for (c, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp.add(j * hd + c * 8)), *a);
         }
     }
-    for (c, a) in acc.iter().enumerate().take(lanes) {
+    for (c, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(out.as_mut_ptr().add(c * 8), *a);
     }
 }
@@ -186,12 +185,11 @@ unsafe fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     _mm256_andnot_ps(underflow, e)
 }
 
-/// Whether [`attend_row_avx2`] can run here for head size `hd`.
+/// Whether [`attend_row_avx2`] can run here for head size `hd` (64 or 128).
 fn use_avx2(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        hd % 8 == 0
-            && hd <= 256
+        (hd == 64 || hd == 128)
             && std::env::var("QUIRE_CPU_KERNEL").as_deref() != Ok("portable")
             && is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
@@ -258,10 +256,14 @@ impl CustomOp3 for CausalAttention {
                 let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
                 #[cfg(target_arch = "x86_64")]
                 if simd {
-                    // SAFETY: `use_avx2` checked AVX2 + FMA and that hd is a multiple of 8
-                    // and at most 256; the slices hold `visible` rows of `hd` values.
+                    // SAFETY: `use_avx2` checked AVX2 + FMA and that hd is 64 or 128; the
+                    // slices hold `visible` rows of `hd` values.
                     unsafe {
-                        attend_row_avx2(qrow, keys, values, visible, hd, scale, scores, o)
+                        if hd == 64 {
+                            attend_row_avx2::<8>(qrow, keys, values, visible, scale, scores, o)
+                        } else {
+                            attend_row_avx2::<16>(qrow, keys, values, visible, scale, scores, o)
+                        }
                     };
                     return;
                 }
@@ -356,7 +358,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_exp_is_accurate() {
-        if !use_avx2(8) {
+        if !use_avx2(64) {
             return;
         }
         for i in 0..20_000 {
@@ -380,9 +382,16 @@ mod tests {
 
     #[test]
     fn kernel_matches_tensor_reference_and_is_batch_invariant() {
+        // hd 16 runs the portable row kernel; 64 and 128 the AVX2 one where the CPU has it.
+        for hd in [16, 64, 128] {
+            check_kernel(hd);
+        }
+    }
+
+    fn check_kernel(hd: usize) {
         let d = Device::Cpu;
-        let (nh, nkv, hd, cap) = (6, 2, 16, 64);
-        let total = 40;
+        let (nh, nkv, cap) = (6, 2, 64);
+        let total = 43;
         let q = Tensor::randn(0f32, 1.0, (nh, total, hd), &d).unwrap();
         let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let v = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();

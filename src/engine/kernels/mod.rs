@@ -314,6 +314,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 w,
                 q.m,
                 y,
+                tile_cols(isa),
                 || DecodedRow::new(w.cols),
                 |j, row| decode(isa, w.format, w.row_bytes(j), row),
                 |rows, jn, r0, rn, tile| tile_blocks(isa, w.format, rows, jn, q, r0, rn, tile),
@@ -339,6 +340,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 w,
                 q.m,
                 y,
+                2, // the K tile keeps three accumulators per pair: 4 × 4 would spill
                 || DecodedRowK::new(w.cols),
                 |j, row| decode_k(isa, w.format, w.row_bytes(j), row),
                 |rows, jn, r0, rn, tile| tile_k(isa, w.format, rows, jn, q, r0, rn, tile),
@@ -358,39 +360,57 @@ fn gemv(w: &QuantMatrix, y: &mut [f32], row: impl Fn(usize) -> f32 + Sync) {
     });
 }
 
+/// Most weight rows in one tile: four where AVX-512's 32 vector registers hold a 4 × 4
+/// tile's accumulators, two with AVX2's 16.
+fn tile_cols(isa: Isa) -> usize {
+    if isa == Isa::Vnni {
+        4
+    } else {
+        2
+    }
+}
+
 /// The loop nest shared by both families: column chunks in parallel; within a chunk,
-/// passes over the activation rows; within a pass, two weight rows decoded at a time and
+/// passes over the activation rows; within a pass, `jmax` weight rows decoded at a time and
 /// multiplied with up to four activation rows at a time.
-fn drive<Row, New, Dec, Tile>(w: &QuantMatrix, m: usize, y: &mut [f32], new: New, dec: Dec, tile: Tile)
-where
+#[allow(clippy::too_many_arguments)]
+fn drive<Row, New, Dec, Tile>(
+    w: &QuantMatrix,
+    m: usize,
+    y: &mut [f32],
+    jmax: usize,
+    new: New,
+    dec: Dec,
+    tile: Tile,
+) where
     New: Fn() -> Row + Sync,
     Dec: Fn(usize, &mut Row) + Sync,
-    Tile: Fn(&[Row; 2], usize, usize, usize, &mut [[f32; 2]; 4]) + Sync,
+    Tile: Fn(&[Row; 4], usize, usize, usize, &mut [[f32; 4]; 4]) + Sync,
 {
     let (n, k) = (w.rows, w.cols);
     // One chunk per thread for a single row (decode: fewer hand-offs between threads),
     // several per thread for batches (load balance).
     let per_thread = if m <= 4 { 1 } else { 4 };
     let tasks = rayon::current_num_threads().max(1) * per_thread;
-    let chunk = n.div_ceil(tasks).next_multiple_of(2).max(2);
+    let chunk = n.div_ceil(tasks).next_multiple_of(jmax).max(jmax);
     let pass = rows_per_pass(k);
     let out = OutPtr(y.as_mut_ptr());
     (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
         let out = &out;
         let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
-        let mut rows = [new(), new()];
+        let mut rows = [new(), new(), new(), new()];
         for t0 in (0..m).step_by(pass) {
             let t1 = (t0 + pass).min(m);
             let mut j = j0;
             while j < j1 {
-                let jn = (j1 - j).min(2);
+                let jn = (j1 - j).min(jmax);
                 for (i, row) in rows.iter_mut().enumerate().take(jn) {
                     dec(j + i, row);
                 }
                 let mut r = t0;
                 while r < t1 {
                     let rn = (t1 - r).min(4);
-                    let mut t = [[0.0f32; 2]; 4];
+                    let mut t = [[0.0f32; 4]; 4];
                     tile(&rows, jn, r, rn, &mut t);
                     for (ri, tr) in t.iter().enumerate().take(rn) {
                         for (ji, v) in tr.iter().enumerate().take(jn) {
@@ -430,6 +450,14 @@ macro_rules! dispatch_tile {
             }};
         }
         match ($rn, $jn) {
+            (4, 4) => go!(4, 4),
+            (3, 4) => go!(3, 4),
+            (2, 4) => go!(2, 4),
+            (1, 4) => go!(1, 4),
+            (4, 3) => go!(4, 3),
+            (3, 3) => go!(3, 3),
+            (2, 3) => go!(2, 3),
+            (1, 3) => go!(1, 3),
             (4, 2) => go!(4, 2),
             (3, 2) => go!(3, 2),
             (2, 2) => go!(2, 2),
@@ -446,12 +474,12 @@ macro_rules! dispatch_tile {
 fn tile_blocks(
     isa: Isa,
     format: Format,
-    rows: &[DecodedRow; 2],
+    rows: &[DecodedRow; 4],
     jn: usize,
     x: &QuantizedRows,
     r0: usize,
     rn: usize,
-    tile: &mut [[f32; 2]; 4],
+    tile: &mut [[f32; 4]; 4],
 ) {
     let (o, min) = (format.offset(), format.has_min());
     dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_vnni, tile_avx2, tile)
@@ -461,12 +489,12 @@ fn tile_blocks(
 fn tile_k(
     isa: Isa,
     format: Format,
-    rows: &[DecodedRowK; 2],
+    rows: &[DecodedRowK; 4],
     jn: usize,
     x: &QuantizedRowsK,
     r0: usize,
     rn: usize,
-    tile: &mut [[f32; 2]; 4],
+    tile: &mut [[f32; 4]; 4],
 ) {
     let (o, min) = (format.offset(), format.has_min());
     dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_k_vnni, tile_k_avx2, tile_k)
