@@ -483,7 +483,7 @@ fn tile_blocks(
     tile: &mut [[f32; 4]; 4],
 ) {
     let (o, min) = (format.offset(), format.has_min());
-    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_vnni, tile_avx2, tile)
+    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_zmm, tile_avx2, tile)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,6 +1,8 @@
-//! The tile kernel in plain Rust: the fallback where no SIMD path applies, and the
+//! The tile kernels in plain Rust: the fallback where no SIMD path applies, and the
 //! arithmetic the SIMD kernels must reproduce bit for bit (same integer lane sums, same
-//! fused multiply-adds in the same order, same horizontal sum).
+//! fused multiply-adds in the same order, same horizontal sum). For the 32-weight formats
+//! that order is: lane `l` of block `b` goes into accumulator `b % 2`, lane `l`; the two
+//! accumulators are added lane by lane, then summed by [`hsum`].
 
 use super::activations::{QuantizedRows, QuantizedRowsK};
 use super::formats::{DecodedRow, DecodedRowK, BLOCK, LANES};
@@ -37,10 +39,11 @@ pub fn tile<const R: usize, const J: usize>(
     for (r, out_r) in out.iter_mut().enumerate() {
         let xr = r0 + r;
         for (j, out_rj) in out_r.iter_mut().enumerate() {
-            let mut acc = [0.0f32; LANES];
+            // Even and odd blocks accumulate apart (as a 512-bit register's halves do).
+            let mut acc2 = [[0.0f32; LANES]; 2];
             for b in 0..nb {
                 let d = x.d[xr * nb + b];
-                for (l, a) in acc.iter_mut().enumerate() {
+                for (l, a) in acc2[b % 2].iter_mut().enumerate() {
                     let base = b * BLOCK + l * 4;
                     let mut sum = o as i32 * x.neg_lane_sums[(xr * nb + b) * LANES + l];
                     for e in 0..4 {
@@ -49,6 +52,7 @@ pub fn tile<const R: usize, const J: usize>(
                     *a = (sum as f32).mul_add(w[j].s[b * LANES + l] * d, *a);
                 }
             }
+            let acc: [f32; LANES] = std::array::from_fn(|l| acc2[0][l] + acc2[1][l]);
             let mut y = hsum(&acc);
             if with_min {
                 y += min_term(w[j], x, xr);

@@ -133,10 +133,12 @@ unsafe fn finish<const R: usize, const J: usize>(
     }
 }
 
-/// The tile kernel with AVX-512 VNNI: `vpdpbusd` adds the four `u·q` products of each lane
-/// to the lane's offset correction `−o·Σq` in one instruction.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn tile_vnni<const R: usize, const J: usize>(
+/// The tile kernel with AVX-512 (VNNI): two 32-weight blocks per 512-bit register —
+/// `vpdpbusd` adds the four `u·q` products of each lane to the lane's offset correction
+/// `−o·Σq`, and the register's low and high halves are the even- and odd-block
+/// accumulators of the canonical order (see [`super::portable`]).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn tile_zmm<const R: usize, const J: usize>(
     w: [&DecodedRow; J],
     x: &QuantizedRows,
     r0: usize,
@@ -147,32 +149,73 @@ pub unsafe fn tile_vnni<const R: usize, const J: usize>(
     let nb = x.blocks_per_row();
     let k = x.k;
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    let mut acc = [[_mm256_setzero_ps(); J]; R];
-    for b in 0..nb {
-        let mut u = [_mm256_setzero_si256(); J];
-        let mut s = [_mm256_setzero_ps(); J];
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let mut acc = [[_mm512_setzero_ps(); J]; R];
+    let step = |acc: &mut [[__m512; J]; R], b: usize, tail: bool| {
+        let mut u = [_mm512_setzero_si512(); J];
+        let mut s = [_mm512_setzero_ps(); J];
         for j in 0..J {
-            u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
-            s[j] = _mm256_loadu_ps(w[j].s.as_ptr().add(b * LANES));
+            if tail {
+                u[j] = _mm512_zextsi256_si512(_mm256_loadu_si256(
+                    w[j].u.as_ptr().add(b * BLOCK) as *const __m256i,
+                ));
+                s[j] = _mm512_zextps256_ps512(_mm256_loadu_ps(w[j].s.as_ptr().add(b * LANES)));
+            } else {
+                u[j] = _mm512_loadu_si512(w[j].u.as_ptr().add(b * BLOCK) as *const _);
+                s[j] = _mm512_loadu_ps(w[j].s.as_ptr().add(b * LANES));
+            }
         }
         for r in 0..R {
             let xb = (r0 + r) * nb + b;
-            let q = _mm256_loadu_si256(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i);
-            let d = _mm256_set1_ps(*x.d.get_unchecked(xb));
-            let c = if o == 0 {
-                _mm256_setzero_si256()
+            let qp = x.qs.as_ptr().add((r0 + r) * k + b * BLOCK);
+            let lp = x.neg_lane_sums.as_ptr().add(xb * LANES);
+            let (q, sums, d) = if tail {
+                (
+                    _mm512_zextsi256_si512(_mm256_loadu_si256(qp as *const __m256i)),
+                    _mm512_zextsi256_si512(_mm256_loadu_si256(lp as *const __m256i)),
+                    _mm512_set1_ps(*x.d.get_unchecked(xb)),
+                )
             } else {
-                let sums =
-                    _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
-                _mm256_sll_epi32(sums, shift)
+                let d2 = _mm_castsi128_ps(_mm_loadl_epi64(x.d.as_ptr().add(xb) as *const __m128i));
+                (
+                    _mm512_loadu_si512(qp as *const _),
+                    _mm512_loadu_si512(lp as *const _),
+                    _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(d2)),
+                )
+            };
+            let c = if o == 0 {
+                _mm512_setzero_si512()
+            } else {
+                _mm512_sll_epi32(sums, shift)
             };
             for j in 0..J {
-                let i = _mm256_dpbusd_epi32(c, u[j], q);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), acc[r][j]);
+                let i = _mm512_dpbusd_epi32(c, u[j], q);
+                let f = _mm512_cvtepi32_ps(i);
+                let sd = _mm512_mul_ps(s[j], d);
+                acc[r][j] = if tail {
+                    _mm512_mask3_fmadd_ps(f, sd, acc[r][j], 0x00FF)
+                } else {
+                    _mm512_fmadd_ps(f, sd, acc[r][j])
+                };
             }
         }
+    };
+    for b in (0..nb / 2 * 2).step_by(2) {
+        step(&mut acc, b, false);
     }
-    finish(&acc, w, x, r0, with_min, out);
+    if nb % 2 == 1 {
+        step(&mut acc, nb - 1, true);
+    }
+    let mut halves_sum = [[_mm256_setzero_ps(); J]; R];
+    for r in 0..R {
+        for j in 0..J {
+            halves_sum[r][j] = _mm256_add_ps(
+                _mm512_castps512_ps256(acc[r][j]),
+                _mm512_extractf32x8_ps(acc[r][j], 1),
+            );
+        }
+    }
+    finish(&halves_sum, w, x, r0, with_min, out);
 }
 
 /// The tile kernel with AVX2 only: the offset is removed from the weights
@@ -190,7 +233,8 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     let k = x.k;
     let ones = _mm256_set1_epi16(1);
     let off = _mm256_set1_epi8(o as u8 as i8);
-    let mut acc = [[_mm256_setzero_ps(); J]; R];
+    // Even and odd blocks accumulate apart (the canonical order, see `super::portable`).
+    let mut acc = [[[_mm256_setzero_ps(); 2]; J]; R];
     for b in 0..nb {
         let mut wabs = [_mm256_setzero_si256(); J];
         let mut wsgn = [_mm256_setzero_si256(); J];
@@ -212,11 +256,18 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
             for j in 0..J {
                 let qs = if o == 0 { q } else { _mm256_sign_epi8(q, wsgn[j]) };
                 let i = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[j], qs), ones);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), acc[r][j]);
+                let a = &mut acc[r][j][b % 2];
+                *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), *a);
             }
         }
     }
-    finish(&acc, w, x, r0, with_min, out);
+    let mut sum = [[_mm256_setzero_ps(); J]; R];
+    for r in 0..R {
+        for j in 0..J {
+            sum[r][j] = _mm256_add_ps(acc[r][j][0], acc[r][j][1]);
+        }
+    }
+    finish(&sum, w, x, r0, with_min, out);
 }
 
 /// Decode one Q4_K or Q6_K row (matches [`super::formats::decode_row_k_scalar`] exactly).
@@ -531,7 +582,7 @@ pub unsafe fn gemv_k_avx2(format: Format, bytes: &[u8], x: &QuantizedRowsK, r: u
 }
 
 /// One 32-weight-format row (its stored bytes) times activation row `r`, decoding in
-/// registers; bit-identical to [`tile_vnni`] / [`tile_avx2`] for the same row.
+/// registers; bit-identical to [`tile_zmm`] / [`tile_avx2`] for the same row.
 #[inline(always)]
 unsafe fn gemv_blocks_body<const VNNI: bool>(
     format: Format,
@@ -548,7 +599,7 @@ unsafe fn gemv_blocks_body<const VNNI: bool>(
     let bb = format.block_bytes();
     let p = bytes.as_ptr();
     let xq = x.qs.as_ptr().add(r * x.k);
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); 2];
     let mut tt = 0.0f32;
     for b in 0..nb {
         let blk = &bytes[b * bb..(b + 1) * bb];
@@ -582,12 +633,16 @@ unsafe fn gemv_blocks_body<const VNNI: bool>(
             )
         };
         let dx = _mm256_set1_ps(*x.d.get_unchecked(xb));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(_mm256_set1_ps(d), dx), acc);
+        acc[b % 2] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(i),
+            _mm256_mul_ps(_mm256_set1_ps(d), dx),
+            acc[b % 2],
+        );
         if format == Format::Q4_1 {
             tt = f16_at(&blk[2..]).mul_add(*x.block_sums.get_unchecked(xb), tt);
         }
     }
-    let mut y = hsum(acc);
+    let mut y = hsum(_mm256_add_ps(acc[0], acc[1]));
     if format.has_min() {
         y += tt;
     }
