@@ -676,8 +676,10 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     let k = x.k;
     let nsb = k / 256;
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    let mut acc = [[_mm256_setzero_ps(); J]; R];
-    let mut accm = [[_mm256_setzero_ps(); J]; R];
+    // Float accumulators live in memory (touched once per super-block) so the integer
+    // accumulators of a 4 × 4 tile keep the registers.
+    let mut acc = [[[0.0f32; LANES]; J]; R];
+    let mut accm = [[[0.0f32; LANES]; J]; R];
     for sb in 0..nsb {
         let mut isum = [[_mm512_setzero_si512(); J]; R];
         for pair in 0..4 {
@@ -719,19 +721,21 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
                     _mm256_sub_epi32(is, _mm256_sll_epi32(c, shift))
                 };
                 let dd = _mm256_set1_ps(*w[j].d.get_unchecked(sb) * dx);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[r][j]);
+                let a = acc[r][j].as_mut_ptr();
+                _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, _mm256_loadu_ps(a)));
                 if with_min {
                     let dm = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb) * dx);
-                    accm[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, accm[r][j]);
+                    let a = accm[r][j].as_mut_ptr();
+                    _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, _mm256_loadu_ps(a)));
                 }
             }
         }
     }
     for r in 0..R {
         for j in 0..J {
-            let mut y = hsum(acc[r][j]);
+            let mut y = hsum(_mm256_loadu_ps(acc[r][j].as_ptr()));
             if with_min {
-                y -= hsum(accm[r][j]);
+                y -= hsum(_mm256_loadu_ps(accm[r][j].as_ptr()));
             }
             out[r][j] = y;
         }
