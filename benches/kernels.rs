@@ -32,12 +32,16 @@ fn main() {
     for (name, format, n, k) in shapes {
         let w = QuantMatrix::synthetic(format, n, k, 7).expect("synthetic matrix");
         for isa in Isa::available() {
-            let x1: Vec<f32> = (0..k).map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0).collect();
+            let x1: Vec<f32> = (0..k)
+                .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
+                .collect();
             let a1 = Activations::quantize(format, &x1, 1, k);
             let mut y1 = vec![0.0; n];
             let t1 = best_of(30, || matmul(isa, &w, &a1, &mut y1));
             let m = if isa == Isa::Portable { 16 } else { 512 };
-            let xm: Vec<f32> = (0..m * k).map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0).collect();
+            let xm: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
+                .collect();
             let am = Activations::quantize(format, &xm, m, k);
             let mut ym = vec![0.0; m * n];
             let tm = best_of(2, || matmul(isa, &w, &am, &mut ym));

@@ -183,7 +183,11 @@ fn native_kernels_match_the_candle_engine() {
             e.prefill(&mut cache, &prompt).unwrap().to_vec1().unwrap()
         };
         let (a, b) = (logits(native), logits(&candle));
-        let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
         let argmax = |v: &[f32]| {
             v.iter()
                 .enumerate()

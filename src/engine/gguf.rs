@@ -4,16 +4,16 @@
 //! cut short or a file is not a model at all, and turns every failure into an error that
 //! names the file and the problem.
 
+use crate::engine::kernels::formats::Format;
+use crate::engine::kernels::{QuantMatrix, WeightBytes};
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
-use crate::engine::kernels::formats::Format;
-use crate::engine::kernels::{QuantMatrix, WeightBytes};
 use memmap2::Mmap;
 use std::fs::File;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Tensor types this engine can run (the ones the supported models ship with, and their
 /// close relatives that Candle's CPU kernels support).
@@ -196,7 +196,8 @@ impl GgufFile {
             .tensor_infos
             .get(name)
             .with_context(|| format!("{}: no tensor named {name}", self.path.display()))?;
-        let Some(format) = Format::from_ggml(info.ggml_dtype).filter(|_| self.native_kernels) else {
+        let Some(format) = Format::from_ggml(info.ggml_dtype).filter(|_| self.native_kernels)
+        else {
             return Ok(None);
         };
         let dims = info.shape.dims();

@@ -79,8 +79,8 @@ impl Engine {
             Some(name) => ChatTemplate::named(name)?,
             None => ChatTemplate::from_gguf(&gguf)?,
         };
-        let candle = opts.candle_kernels
-            || std::env::var("QUIRE_CPU_KERNEL").as_deref() == Ok("candle");
+        let candle =
+            opts.candle_kernels || std::env::var("QUIRE_CPU_KERNEL").as_deref() == Ok("candle");
         gguf.native_kernels = device.is_cpu() && !candle;
         let kernels = if gguf.native_kernels {
             format!("native-{:?}", kernels::Isa::detect()).to_lowercase()

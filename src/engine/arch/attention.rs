@@ -180,7 +180,10 @@ unsafe fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
     }
-    let pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    let pow2 = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+        23,
+    );
     let e = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2));
     _mm256_andnot_ps(underflow, e)
 }
@@ -375,7 +378,10 @@ mod tests {
             if x < -87.3 {
                 assert_eq!(got, 0.0, "exp({x})");
             } else {
-                assert!(((got as f64) - want).abs() <= 3e-7 * want, "exp({x}) = {got}, want {want}");
+                assert!(
+                    ((got as f64) - want).abs() <= 3e-7 * want,
+                    "exp({x}) = {got}, want {want}"
+                );
             }
         }
     }

@@ -2,9 +2,9 @@
 //! embeddings, grouped-query attention over the explicit [`KvCache`], and the SwiGLU MLP.
 
 use crate::engine::gguf::GgufFile;
+use crate::engine::kernels::QuantMatrix;
 use crate::engine::kv_cache::KvCache;
 use anyhow::Result;
-use crate::engine::kernels::QuantMatrix;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
 use std::sync::Arc;
@@ -57,9 +57,7 @@ impl Linear {
     /// `x @ Wᵀ + b` for `x` of shape `[tokens, in]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
-            Weights::Native(m) => x
-                .contiguous()?
-                .apply_op1_no_bwd(&NativeMatMul(m.clone()))?,
+            Weights::Native(m) => x.contiguous()?.apply_op1_no_bwd(&NativeMatMul(m.clone()))?,
             Weights::Candle(w) => w.forward(x)?,
         };
         Ok(match &self.b {

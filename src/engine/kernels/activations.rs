@@ -42,7 +42,10 @@ impl QuantizedRows {
     /// Quantize `x` (`m × k`, row-major).
     pub fn quantize(x: &[f32], m: usize, k: usize) -> Self {
         assert_eq!(x.len(), m * k, "activation buffer is not m × k");
-        assert!(k.is_multiple_of(BLOCK), "row length {k} is not a multiple of {BLOCK}");
+        assert!(
+            k.is_multiple_of(BLOCK),
+            "row length {k} is not a multiple of {BLOCK}"
+        );
         let nb = m * k / BLOCK;
         let mut out = Self {
             m,
@@ -56,15 +59,24 @@ impl QuantizedRows {
         x.par_chunks(k * ROWS_PER_TASK)
             .zip(out.qs.par_chunks_mut(k * ROWS_PER_TASK))
             .zip(out.d.par_chunks_mut(nbr * ROWS_PER_TASK))
-            .zip(out.neg_lane_sums.par_chunks_mut(nbr * LANES * ROWS_PER_TASK))
+            .zip(
+                out.neg_lane_sums
+                    .par_chunks_mut(nbr * LANES * ROWS_PER_TASK),
+            )
             .zip(out.block_sums.par_chunks_mut(nbr * ROWS_PER_TASK))
             .for_each(|((((x, qs), ds), nls), bsums)| {
-                for (b, (xb, qb)) in x.chunks_exact(BLOCK).zip(qs.chunks_exact_mut(BLOCK)).enumerate() {
+                for (b, (xb, qb)) in x
+                    .chunks_exact(BLOCK)
+                    .zip(qs.chunks_exact_mut(BLOCK))
+                    .enumerate()
+                {
                     let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
                     let d = amax / 127.0;
                     let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
                     let mut total = 0i32;
-                    for (lane, (xl, ql)) in xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate() {
+                    for (lane, (xl, ql)) in
+                        xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate()
+                    {
                         let mut sum = 0i32;
                         for (v, q) in xl.iter().zip(ql.iter_mut()) {
                             *q = quantize_one(*v, inv);
@@ -107,7 +119,10 @@ impl QuantizedRowsK {
     /// Quantize `x` (`m × k`, row-major).
     pub fn quantize(x: &[f32], m: usize, k: usize) -> Self {
         assert_eq!(x.len(), m * k, "activation buffer is not m × k");
-        assert!(k.is_multiple_of(256), "row length {k} is not a multiple of 256");
+        assert!(
+            k.is_multiple_of(256),
+            "row length {k} is not a multiple of 256"
+        );
         let mut out = Self {
             m,
             k,
@@ -120,11 +135,17 @@ impl QuantizedRowsK {
             .zip(out.d.par_chunks_mut(k / 256 * ROWS_PER_TASK))
             .zip(out.group_sums.par_chunks_mut(k / 16 * ROWS_PER_TASK))
             .for_each(|(((x, qs), ds), gsums)| {
-                for (b, (xb, qb)) in x.chunks_exact(256).zip(qs.chunks_exact_mut(256)).enumerate() {
+                for (b, (xb, qb)) in x
+                    .chunks_exact(256)
+                    .zip(qs.chunks_exact_mut(256))
+                    .enumerate()
+                {
                     let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
                     let d = amax / 127.0;
                     let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-                    for (g, (xg, qg)) in xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate() {
+                    for (g, (xg, qg)) in
+                        xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate()
+                    {
                         let mut sum = 0i16;
                         for (v, q) in xg.iter().zip(qg.iter_mut()) {
                             *q = quantize_one(*v, inv);
@@ -146,7 +167,9 @@ mod tests {
     #[test]
     fn quantization_is_per_row_and_close() {
         let k = 64;
-        let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        let x: Vec<f32> = (0..2 * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
         let both = QuantizedRows::quantize(&x, 2, k);
         let second = QuantizedRows::quantize(&x[k..], 1, k);
         assert_eq!(&both.qs[k..], &second.qs[..]);

@@ -276,7 +276,11 @@ pub fn decode_row_scalar(format: Format, bytes: &[u8], row: &mut DecodedRow) {
             }
         }
         Format::Q4_0 | Format::Q4_1 => {
-            let (bb, qoff) = if format == Format::Q4_0 { (18, 2) } else { (20, 4) };
+            let (bb, qoff) = if format == Format::Q4_0 {
+                (18, 2)
+            } else {
+                (20, 4)
+            };
             for (b, blk) in bytes.chunks_exact(bb).enumerate() {
                 let min = if format == Format::Q4_1 {
                     f16_at(&blk[2..])

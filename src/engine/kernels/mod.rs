@@ -279,10 +279,11 @@ fn decode_k(isa: Isa, format: Format, bytes: &[u8], row: &mut DecodedRowK) {
     }
 }
 
-/// Activation rows per tile of the outer loop: enough that decoding a weight row is
-/// amortised, few enough that the tile's activations stay in the core's L2 cache.
+/// Activation rows per pass of the outer loop: as many as keep the pass's quantized
+/// activations (about 2.3 bytes per value with their scales and sums) within half of a
+/// core's L2 cache, so decoding a weight row is amortised over many rows.
 fn rows_per_pass(k: usize) -> usize {
-    ((192 * 1024) / (2 * k + 16)).clamp(4, 256) / 4 * 4
+    ((512 * 1024) / (2 * k + k / 4)).clamp(4, 256) / 4 * 4
 }
 
 struct OutPtr(*mut f32);
@@ -296,7 +297,10 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     assert_eq!(y.len(), x.m() * w.rows, "output buffer is not m × n");
     match x {
         Activations::Blocks(q) => {
-            assert!(!w.format.is_k_quant(), "K-quant weights need per-256 activations");
+            assert!(
+                !w.format.is_k_quant(),
+                "K-quant weights need per-256 activations"
+            );
             #[cfg(target_arch = "x86_64")]
             if q.m == 1 && isa != Isa::Portable {
                 return gemv(w, y, |j| {
@@ -322,7 +326,10 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             )
         }
         Activations::K(q) => {
-            assert!(w.format.is_k_quant(), "32-weight formats need per-32 activations");
+            assert!(
+                w.format.is_k_quant(),
+                "32-weight formats need per-32 activations"
+            );
             #[cfg(target_arch = "x86_64")]
             if q.m == 1 && isa != Isa::Portable {
                 return gemv(w, y, |j| {
@@ -498,7 +505,20 @@ fn tile_k(
     tile: &mut [[f32; 4]; 4],
 ) {
     let (o, min) = (format.offset(), format.has_min());
-    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_k_zmm, tile_k_avx2, tile_k)
+    dispatch_tile!(
+        isa,
+        rows,
+        jn,
+        x,
+        r0,
+        rn,
+        tile,
+        o,
+        min,
+        tile_k_zmm,
+        tile_k_avx2,
+        tile_k
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! `vpmaddwd`). Both compute the same exact integer lane sums as [`super::portable::tile`]
 //! and then the same f32 operations, so all three agree bit for bit (tested).
 
-#![allow(clippy::missing_safety_doc)]
+// The tiles index several parallel arrays (accumulators, weights, rows) by `r` and `j`.
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
 
 use super::activations::QuantizedRows;
 use super::activations::QuantizedRowsK;
@@ -84,7 +85,11 @@ pub unsafe fn decode_row(format: Format, bytes: &[u8], row: &mut DecodedRow) {
             }
         }
         Format::Q4_0 | Format::Q4_1 => {
-            let (bb, qoff) = if format == Format::Q4_0 { (18, 2) } else { (20, 4) };
+            let (bb, qoff) = if format == Format::Q4_0 {
+                (18, 2)
+            } else {
+                (20, 4)
+            };
             for b in 0..bytes.len() / bb {
                 let blk = &bytes[b * bb..];
                 let d = f16_at(blk);
@@ -157,7 +162,7 @@ pub unsafe fn tile_zmm<const R: usize, const J: usize>(
         for j in 0..J {
             if tail {
                 u[j] = _mm512_zextsi256_si512(_mm256_loadu_si256(
-                    w[j].u.as_ptr().add(b * BLOCK) as *const __m256i,
+                    w[j].u.as_ptr().add(b * BLOCK) as *const __m256i
                 ));
                 s[j] = _mm512_zextps256_ps512(_mm256_loadu_ps(w[j].s.as_ptr().add(b * LANES)));
             } else {
@@ -251,10 +256,15 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
         }
         for r in 0..R {
             let xb = (r0 + r) * nb + b;
-            let q = _mm256_loadu_si256(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i);
+            let q =
+                _mm256_loadu_si256(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i);
             let d = _mm256_set1_ps(*x.d.get_unchecked(xb));
             for j in 0..J {
-                let qs = if o == 0 { q } else { _mm256_sign_epi8(q, wsgn[j]) };
+                let qs = if o == 0 {
+                    q
+                } else {
+                    _mm256_sign_epi8(q, wsgn[j])
+                };
                 let i = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[j], qs), ones);
                 let a = &mut acc[r][j][b % 2];
                 *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), *a);
@@ -508,7 +518,8 @@ unsafe fn gemv_k_body<const VNNI: bool>(
                     is[1] = dot(is[1], u1, s1, xs.add(pair * 64 + 32));
                 }
                 let m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(mn.as_ptr() as *const __m128i));
-                let corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+                let corr =
+                    _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
                 (f16_at(blk), f16_at(&blk[2..]), corr)
             }
             _ => {
@@ -544,12 +555,15 @@ unsafe fn gemv_k_body<const VNNI: bool>(
                         is[part % 2] = dot(is[part % 2], u, s, xs.add(n * 128 + part * 32));
                     }
                 }
-                let corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(base + 192) as *const __m128i));
+                let corr =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(base + 192) as *const __m128i));
                 (f16_at(&bytes[base + 208..]), 0.0, corr)
             }
         };
         let isum = _mm256_add_epi32(is[0], is[1]);
-        let gs = _mm256_loadu_si256(x.group_sums.as_ptr().add((r * k + sb * 256) / 16) as *const __m256i);
+        let gs = _mm256_loadu_si256(
+            x.group_sums.as_ptr().add((r * k + sb * 256) / 16) as *const __m256i
+        );
         let dx = *x.d.get_unchecked(r * nsb + sb);
         let c = _mm256_madd_epi16(gs, corr);
         let s = if o == 0 {
@@ -605,7 +619,10 @@ unsafe fn gemv_blocks_body<const VNNI: bool>(
         let blk = &bytes[b * bb..(b + 1) * bb];
         let d = f16_at(blk);
         let u = match format {
-            Format::Q8_0 => _mm256_xor_si256(_mm256_loadu_si256(p.add(b * bb + 2) as *const __m256i), flip),
+            Format::Q8_0 => _mm256_xor_si256(
+                _mm256_loadu_si256(p.add(b * bb + 2) as *const __m256i),
+                flip,
+            ),
             Format::Q5_0 => {
                 let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
                 _mm256_or_si256(nibbles_16(p.add(b * bb + 6)), high_bits_32(qh))
@@ -619,7 +636,8 @@ unsafe fn gemv_blocks_body<const VNNI: bool>(
             let c = if o == 0 {
                 _mm256_setzero_si256()
             } else {
-                let sums = _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
+                let sums =
+                    _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
                 _mm256_sll_epi32(sums, shift)
             };
             _mm256_dpbusd_epi32(c, u, q)
@@ -722,11 +740,17 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
                 };
                 let dd = _mm256_set1_ps(*w[j].d.get_unchecked(sb) * dx);
                 let a = acc[r][j].as_mut_ptr();
-                _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, _mm256_loadu_ps(a)));
+                _mm256_storeu_ps(
+                    a,
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, _mm256_loadu_ps(a)),
+                );
                 if with_min {
                     let dm = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb) * dx);
                     let a = accm[r][j].as_mut_ptr();
-                    _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, _mm256_loadu_ps(a)));
+                    _mm256_storeu_ps(
+                        a,
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, _mm256_loadu_ps(a)),
+                    );
                 }
             }
         }
