@@ -6,6 +6,7 @@ use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::TokenStream;
 use super::Engine;
 use anyhow::Result;
+use candle_core::Tensor;
 use std::time::Instant;
 
 /// What to generate.
@@ -89,7 +90,124 @@ pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// One sequence being decoded: sampling, stop detection and streaming text, fed one
+/// position's logits at a time (by [`Engine::generate`] alone, or by
+/// [`Engine::generate_batch`] together with other sequences).
+struct Decoding<'a> {
+    sampler: Sampler,
+    history: Vec<u32>,
+    tokens: Vec<u32>,
+    stream: TokenStream<'a>,
+    text: String,
+    emitted: usize,
+    hold: usize,
+    finish: Option<FinishReason>,
+}
+
+impl<'a> Decoding<'a> {
+    fn new(engine: &'a Engine, prompt: &[u32], params: &GenerationParams) -> Self {
+        Self {
+            sampler: Sampler::new(params.sampling.clone()),
+            history: prompt.to_vec(),
+            tokens: Vec::new(),
+            stream: TokenStream::new(&engine.tokenizer),
+            text: String::new(),
+            emitted: 0,
+            hold: params
+                .stop_strings
+                .iter()
+                .map(|s| s.len())
+                .max()
+                .unwrap_or(1)
+                .saturating_sub(1),
+            finish: None,
+        }
+    }
+
+    /// Take the logits of the last position; return the token to feed next, or `None`
+    /// when the sequence has ended (`self.finish` says why). `cache_len`: positions the
+    /// sequence's cache holds.
+    fn step(
+        &mut self,
+        engine: &Engine,
+        params: &GenerationParams,
+        logits: &Tensor,
+        cache_len: usize,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Option<u32>> {
+        if self.tokens.len() >= params.max_new_tokens {
+            self.finish = Some(FinishReason::Length);
+            return Ok(None);
+        }
+        let next = self.sampler.sample(logits, &self.history)?;
+        if engine.tokenizer.eos_ids.contains(&next) {
+            self.finish = Some(FinishReason::Eos);
+            return Ok(None);
+        }
+        self.tokens.push(next);
+        self.history.push(next);
+        if let Some(piece) = self.stream.push(next)? {
+            self.text.push_str(&piece);
+        }
+        if let Some(pos) = params
+            .stop_strings
+            .iter()
+            .filter_map(|s| self.text.find(s.as_str()))
+            .min()
+        {
+            self.text.truncate(pos);
+            self.finish = Some(FinishReason::Stop);
+            return Ok(None);
+        }
+        // Emit everything that can no longer be the start of a stop string.
+        let mut safe = self.text.len().saturating_sub(self.hold).max(self.emitted);
+        while !self.text.is_char_boundary(safe) {
+            safe -= 1;
+        }
+        if safe > self.emitted {
+            on_text(&self.text[self.emitted..safe]);
+            self.emitted = safe;
+        }
+        if self.tokens.len() >= params.max_new_tokens {
+            self.finish = Some(FinishReason::Length);
+            return Ok(None);
+        }
+        if cache_len + 1 > engine.config().context_length {
+            self.finish = Some(FinishReason::Context);
+            return Ok(None);
+        }
+        Ok(Some(next))
+    }
+
+    /// Flush the text and report.
+    fn end(mut self, on_text: &mut dyn FnMut(&str)) -> Result<(String, Vec<u32>, FinishReason)> {
+        let finish = self.finish.unwrap_or(FinishReason::Length);
+        if finish != FinishReason::Stop {
+            if let Some(rest) = self.stream.finish()? {
+                self.text.push_str(&rest);
+            }
+        }
+        if self.text.len() > self.emitted {
+            on_text(&self.text[self.emitted..]);
+        }
+        Ok((self.text, self.tokens, finish))
+    }
+}
+
 impl Engine {
+    /// Prefill what `cache` lacks of `prompt` (its longest common prefix with the prompt is
+    /// reused; anything after it is dropped); returns the logits, the reused length and the
+    /// seconds taken.
+    fn prefill_prompt(&self, cache: &mut KvCache, prompt: &[u32]) -> Result<(Tensor, usize, f64)> {
+        anyhow::ensure!(!prompt.is_empty(), "empty prompt");
+        // At least one prompt token must be computed to get logits.
+        let reuse = common_prefix(cache.tokens(), prompt).min(prompt.len() - 1);
+        cache.truncate(reuse);
+        let start = Instant::now();
+        let logits = self.prefill(cache, &prompt[reuse..])?;
+        Ok((logits, reuse, start.elapsed().as_secs_f64()))
+    }
+
     /// Generate a continuation of `prompt`. `cache` may already hold a prefix of the prompt
     /// (its longest common prefix with the prompt is reused; anything after it is dropped).
     /// `on_text` receives the text as it is produced, in whole UTF-8 characters.
@@ -100,77 +218,13 @@ impl Engine {
         params: &GenerationParams,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Generation> {
-        anyhow::ensure!(!prompt.is_empty(), "empty prompt");
-        // At least one prompt token must be computed to get logits.
-        let reuse = common_prefix(cache.tokens(), prompt).min(prompt.len() - 1);
-        cache.truncate(reuse);
-        let start = Instant::now();
-        let mut logits = self.prefill(cache, &prompt[reuse..])?;
-        let prefill_seconds = start.elapsed().as_secs_f64();
-
-        let mut sampler = Sampler::new(params.sampling.clone());
-        let mut history: Vec<u32> = prompt.to_vec();
-        let mut tokens = Vec::new();
-        let mut stream = TokenStream::new(&self.tokenizer);
-        let mut text = String::new();
-        let mut emitted = 0usize;
-        let hold = params
-            .stop_strings
-            .iter()
-            .map(|s| s.len())
-            .max()
-            .unwrap_or(1)
-            .saturating_sub(1);
-        let ctx = self.config().context_length;
+        let (mut logits, reuse, prefill_seconds) = self.prefill_prompt(cache, prompt)?;
+        let mut seq = Decoding::new(self, prompt, params);
         let decode_start = Instant::now();
-        let mut finish = FinishReason::Length;
-        while tokens.len() < params.max_new_tokens {
-            let next = sampler.sample(&logits, &history)?;
-            if self.tokenizer.eos_ids.contains(&next) {
-                finish = FinishReason::Eos;
-                break;
-            }
-            tokens.push(next);
-            history.push(next);
-            if let Some(piece) = stream.push(next)? {
-                text.push_str(&piece);
-            }
-            if let Some(pos) = params
-                .stop_strings
-                .iter()
-                .filter_map(|s| text.find(s.as_str()))
-                .min()
-            {
-                text.truncate(pos);
-                finish = FinishReason::Stop;
-                break;
-            }
-            // Emit everything that can no longer be the start of a stop string.
-            let mut safe = text.len().saturating_sub(hold).max(emitted);
-            while !text.is_char_boundary(safe) {
-                safe -= 1;
-            }
-            if safe > emitted {
-                on_text(&text[emitted..safe]);
-                emitted = safe;
-            }
-            if tokens.len() >= params.max_new_tokens {
-                break;
-            }
-            if cache.len() + 1 > ctx {
-                finish = FinishReason::Context;
-                break;
-            }
+        while let Some(next) = seq.step(self, params, &logits, cache.len(), on_text)? {
             logits = self.model.forward(&[next], cache)?;
         }
-        if finish != FinishReason::Stop {
-            if let Some(rest) = stream.finish()? {
-                text.push_str(&rest);
-            }
-        }
-        if text.len() > emitted {
-            on_text(&text[emitted..]);
-        }
+        let (text, tokens, finish) = seq.end(on_text)?;
         Ok(Generation {
             text,
             prompt_tokens: prompt.len(),
@@ -181,5 +235,65 @@ impl Engine {
             finish,
             tokens,
         })
+    }
+
+    /// Generate continuations of several prompts together (throughput mode): each prompt is
+    /// prefilled into its own cache (reusing what the cache holds, e.g. a forked shared
+    /// prefix), then all unfinished sequences advance by one token per forward pass, so the
+    /// weights are read once per step for the whole batch. The results are identical to
+    /// calling [`Self::generate`] on each prompt in turn; only the wall time differs. Each
+    /// generation's `decode_seconds` is the wall time of the shared decode loop.
+    pub fn generate_batch(
+        &self,
+        jobs: &mut [(&mut KvCache, &[u32])],
+        params: &GenerationParams,
+    ) -> Result<Vec<Generation>> {
+        let mut seqs = Vec::with_capacity(jobs.len());
+        let mut next: Vec<Option<u32>> = Vec::with_capacity(jobs.len());
+        let mut meta = Vec::with_capacity(jobs.len());
+        let mut silent = |_: &str| {};
+        for (cache, prompt) in jobs.iter_mut() {
+            let (logits, reuse, seconds) = self.prefill_prompt(cache, prompt)?;
+            let mut seq = Decoding::new(self, prompt, params);
+            next.push(seq.step(self, params, &logits, cache.len(), &mut silent)?);
+            seqs.push(seq);
+            meta.push((prompt.len(), reuse, seconds));
+        }
+        let decode_start = Instant::now();
+        loop {
+            let active: Vec<usize> = (0..jobs.len()).filter(|&i| next[i].is_some()).collect();
+            if active.is_empty() {
+                break;
+            }
+            let tokens: Vec<u32> = active.iter().map(|&i| next[i].unwrap_or(0)).collect();
+            let mut caches: Vec<&mut KvCache> = jobs
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| next[*i].is_some())
+                .map(|(_, (c, _))| &mut **c)
+                .collect();
+            let logits = self.model.forward_rows(&tokens, &mut caches)?;
+            for (row, &i) in active.iter().enumerate() {
+                let len = caches[row].len();
+                next[i] = seqs[i].step(self, params, &logits.get(row)?, len, &mut silent)?;
+            }
+        }
+        let decode_seconds = decode_start.elapsed().as_secs_f64();
+        seqs.into_iter()
+            .zip(meta)
+            .map(|(seq, (prompt_tokens, reuse, prefill_seconds))| {
+                let (text, tokens, finish) = seq.end(&mut silent)?;
+                Ok(Generation {
+                    text,
+                    tokens,
+                    prompt_tokens,
+                    cached_tokens: reuse,
+                    prefill_tokens: prompt_tokens - reuse,
+                    prefill_seconds,
+                    decode_seconds,
+                    finish,
+                })
+            })
+            .collect()
     }
 }

@@ -988,24 +988,44 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     unit.source.trim(),
                     t.trim(),
                 )?;
-                let req = ChatRequest {
-                    messages: p.messages,
-                    split: p.split,
-                    params: GenerationParams {
-                        max_new_tokens: 96,
-                        ..Default::default()
-                    },
-                };
-                let done = backend.complete(&req)?;
-                reviewed += 1;
-                let verdict = done.text.trim().to_string();
-                let ok = verdict.to_uppercase().starts_with("OK");
-                m.record_call(
-                    "proofread",
-                    &unit.id,
-                    &done,
-                    if ok { "ok" } else { "issues" },
+                // A review already done for the same inputs and texts (an earlier run) is
+                // read back instead of asked again: reruns make no model calls.
+                let review_key = format!(
+                    "review-{}",
+                    sha256_hex(
+                        format!("{}{}", inputs_key(&m), serde_json::to_string(&p.messages)?)
+                            .as_bytes()
+                    )
                 );
+                let verdict = match std::fs::read_to_string(memory_path(&out, &review_key)) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        let req = ChatRequest {
+                            messages: p.messages,
+                            split: p.split,
+                            params: GenerationParams {
+                                max_new_tokens: 96,
+                                ..Default::default()
+                            },
+                        };
+                        let done = backend.complete(&req)?;
+                        let verdict = done.text.trim().to_string();
+                        m.record_call(
+                            "proofread",
+                            &unit.id,
+                            &done,
+                            if verdict.to_uppercase().starts_with("OK") {
+                                "ok"
+                            } else {
+                                "issues"
+                            },
+                        );
+                        write_atomic(&memory_path(&out, &review_key), verdict.as_bytes())?;
+                        verdict
+                    }
+                };
+                reviewed += 1;
+                let ok = verdict.to_uppercase().starts_with("OK");
                 if !ok {
                     for line in verdict
                         .lines()

@@ -241,29 +241,39 @@ impl Block {
         rope: &Rope,
         cfg: &ModelConfig,
     ) -> Result<Tensor> {
-        let t = x.dim(0)?;
-        let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
-        let q = self
-            .q
-            .forward(x)?
-            .reshape((1, t, nh, hd))?
-            .transpose(1, 2)?;
-        let k = self
-            .k
-            .forward(x)?
-            .reshape((1, t, nkv, hd))?
-            .transpose(1, 2)?;
-        let v = self
-            .v
-            .forward(x)?
-            .reshape((1, t, nkv, hd))?
-            .transpose(1, 2)?;
-        let q = rope.apply(&q, offset)?;
-        let k = rope.apply(&k, offset)?;
-        cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
-        let (keys, values) = cache.layer_buffers(layer);
-        let out = super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)?;
+        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
+        let out = attend(&q, &k, &v, layer, offset, cache, rope, cfg)?;
         self.o.forward(&out)
+    }
+
+    /// Self-attention for a batch of independent sequences, one token each: row `i` of `x`
+    /// is the next token of the sequence in `caches[i]`. The projections run on the whole
+    /// batch (the weights are read once); rotary embeddings and attention run per sequence
+    /// at its own position over its own cache.
+    pub fn attention_rows(
+        &self,
+        x: &Tensor,
+        layer: usize,
+        caches: &mut [&mut KvCache],
+        rope: &Rope,
+        cfg: &ModelConfig,
+    ) -> Result<Tensor> {
+        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
+        let mut rows = Vec::with_capacity(caches.len());
+        for (i, cache) in caches.iter_mut().enumerate() {
+            let offset = cache.len();
+            rows.push(attend(
+                &q.narrow(0, i, 1)?,
+                &k.narrow(0, i, 1)?,
+                &v.narrow(0, i, 1)?,
+                layer,
+                offset,
+                cache,
+                rope,
+                cfg,
+            )?);
+        }
+        self.o.forward(&Tensor::cat(&rows, 0)?)
     }
 
     /// SwiGLU feed-forward for `x` (`[tokens, hidden]`, already normalised).
@@ -272,6 +282,31 @@ impl Block {
         let up = self.up.forward(x)?;
         self.down.forward(&(gate * up)?)
     }
+}
+
+/// Rotary embeddings, the cache append and attention for one sequence's projected
+/// `q`/`k`/`v` (`[tokens, heads × head_dim]`, first token at `offset`): `[tokens, n_head × head_dim]`.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    layer: usize,
+    offset: usize,
+    cache: &mut KvCache,
+    rope: &Rope,
+    cfg: &ModelConfig,
+) -> Result<Tensor> {
+    let t = q.dim(0)?;
+    let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+    let q = q.reshape((1, t, nh, hd))?.transpose(1, 2)?;
+    let k = k.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+    let v = v.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+    let q = rope.apply(&q, offset)?;
+    let k = rope.apply(&k, offset)?;
+    cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
+    let (keys, values) = cache.layer_buffers(layer);
+    super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)
 }
 
 /// A token embedding table, kept quantized; rows are dequantized on lookup.
@@ -318,6 +353,11 @@ impl Embedding {
             b: None,
         })
     }
+}
+
+/// Logits of every row of `x` (`[rows, hidden]`) after the final norm: `[rows, vocab]`.
+pub fn all_logits(x: &Tensor, norm: &RmsNorm, output: &Linear) -> Result<Tensor> {
+    Ok(output.forward(&norm.forward(x)?)?.to_dtype(DType::F32)?)
 }
 
 /// Logits of the last row of `x` (`[t, hidden]`) after the final norm: `[vocab]`.

@@ -133,6 +133,15 @@ impl Model {
         })
     }
 
+    /// One decode step for several independent sequences (see [`qwen2::Blocks::forward_rows`]):
+    /// `[batch, vocab]` logits.
+    pub fn forward_rows(&self, tokens: &[u32], caches: &mut [&mut KvCache]) -> Result<Tensor> {
+        crate::engine::threads::run(|| match self {
+            Self::Qwen2(m) => m.blocks.forward_rows(tokens, caches),
+            Self::Llama(m) => m.blocks.forward_rows(tokens, caches),
+        })
+    }
+
     /// Device the weights live on.
     pub fn device(&self) -> &Device {
         match self {

@@ -1,7 +1,7 @@
 //! Qwen2 / Qwen2.5: a Llama-shaped decoder with biases on the Q, K and V projections and
 //! NeoX-style rotary embeddings. Weights keep their GGUF quantization.
 
-use super::layers::{last_logits, Block, Embedding, Linear, RmsNorm, Rope, RopeStyle};
+use super::layers::{all_logits, last_logits, Block, Embedding, Linear, RmsNorm, Rope, RopeStyle};
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
@@ -62,6 +62,34 @@ impl Blocks {
             output,
             rope,
         })
+    }
+}
+
+impl Blocks {
+    /// One decode step for several independent sequences: `tokens[i]` follows what
+    /// `caches[i]` holds. Every matrix product runs once for the whole batch; each row's
+    /// numbers are bit-identical to decoding that sequence alone (the kernels are
+    /// batch-invariant), so batching changes throughput, never output. Returns
+    /// `[batch, vocab]` logits. (Both architectures here apply the residual stream as
+    /// `x + attn(norm(x))`, `x + mlp(norm(x))`.)
+    pub fn forward_rows(&self, tokens: &[u32], caches: &mut [&mut KvCache]) -> Result<Tensor> {
+        anyhow::ensure!(
+            tokens.len() == caches.len(),
+            "{} tokens for {} sequences",
+            tokens.len(),
+            caches.len()
+        );
+        let mut x = self.embed.forward(tokens, &self.device)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let h = layer.attn_norm.forward(&x)?;
+            x = (x + layer.attention_rows(&h, i, caches, &self.rope, &self.cfg)?)?;
+            let h = layer.ffn_norm.forward(&x)?;
+            x = (x + layer.mlp(&h)?)?;
+        }
+        for (cache, &t) in caches.iter_mut().zip(tokens) {
+            cache.commit(&[t])?;
+        }
+        all_logits(&x, &self.out_norm, &self.output)
     }
 }
 
