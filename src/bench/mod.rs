@@ -3,6 +3,8 @@
 //! * [`engine`]: prefill and decode speed, load time, cold time to first token and peak
 //!   memory, side by side with llama.cpp (through llama-cpp-python) on the same token ids,
 //!   and decode speed against the machine's memory-bandwidth limit.
+//! * [`batch`]: throughput mode — several requests decoded together against one at a
+//!   time.
 //! * [`prefix`]: time to first token with the prefix KV cache against a full recompute,
 //!   over the parts of a book behind one long shared prefix; disk load against recompute;
 //!   the logit difference between the two paths; an SVG chart.
@@ -10,6 +12,7 @@
 //! The helpers here (machine description, peak RSS, memory bandwidth, deterministic text,
 //! plain-text tables) are shared by both.
 
+pub mod batch;
 pub mod engine;
 pub mod prefix;
 pub mod svg;

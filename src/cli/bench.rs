@@ -1,4 +1,4 @@
-//! `quire bench engine|prefix`: measurements printed side by side (tables on stdout,
+//! `quire bench engine|prefix|batch`: measurements printed side by side (tables on stdout,
 //! progress on stderr, `--json` for machines).
 
 use crate::bench::engine::{self, EngineBenchOptions, QuireRunner};
@@ -28,6 +28,32 @@ pub enum BenchCommand {
     /// Time to first token with prefix KV reuse vs full recompute over the parts of a book
     /// behind one shared prefix; disk load vs recompute; logit differences; an SVG chart.
     Prefix(PrefixArgs),
+    /// Throughput mode: aggregate decode tokens/s of several requests decoded together
+    /// (batch 1, 2, 4) against the same requests one after another.
+    Batch(BatchArgs),
+}
+
+/// Arguments of `quire bench batch`.
+#[derive(clap::Args, Debug)]
+pub struct BatchArgs {
+    /// A .gguf path or a known model name.
+    #[arg(long, short = 'm', default_value = BENCH_DEFAULT_MODEL)]
+    pub model: String,
+    /// Batch sizes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub batches: Vec<usize>,
+    /// Most new tokens per request.
+    #[arg(long, default_value_t = 64)]
+    pub tokens: usize,
+    /// Threads (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON object to this file (tables still go to stdout).
+    #[arg(long)]
+    pub json_file: Option<PathBuf>,
 }
 
 /// Arguments of `quire bench engine`.
@@ -121,7 +147,24 @@ pub fn run(args: BenchArgs) -> Result<i32> {
     match args.command {
         BenchCommand::Engine(a) => run_engine(a),
         BenchCommand::Prefix(a) => run_prefix(a),
+        BenchCommand::Batch(a) => run_batch(a),
     }
+}
+
+fn run_batch(a: BatchArgs) -> Result<i32> {
+    let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
+    let model = crate::model_store::resolve_model(Some(&a.model), true, a.json)?;
+    anyhow::ensure!(
+        a.batches.iter().all(|&b| b >= 1),
+        "--batches: every batch size must be at least 1"
+    );
+    let report = crate::bench::batch::run(&crate::bench::batch::BatchBenchOptions {
+        model,
+        batches: a.batches,
+        tokens: a.tokens,
+        threads,
+    })?;
+    emit(&report, a.json, a.json_file.as_deref(), crate::bench::batch::render_text)
 }
 
 fn run_engine(a: EngineArgs) -> Result<i32> {
