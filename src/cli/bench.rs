@@ -164,7 +164,12 @@ fn run_batch(a: BatchArgs) -> Result<i32> {
         tokens: a.tokens,
         threads,
     })?;
-    emit(&report, a.json, a.json_file.as_deref(), crate::bench::batch::render_text)
+    emit(
+        &report,
+        a.json,
+        a.json_file.as_deref(),
+        crate::bench::batch::render_text,
+    )
 }
 
 fn run_engine(a: EngineArgs) -> Result<i32> {

@@ -302,16 +302,27 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 "K-quant weights need per-256 activations"
             );
             #[cfg(target_arch = "x86_64")]
-            if q.m == 1 && isa != Isa::Portable {
-                return gemv(w, y, |j| {
+            if q.m <= SMALL_BATCH && isa != Isa::Portable {
+                return gemv(w, q.m, y, |j, out| {
                     let bytes = w.row_bytes(j);
-                    // SAFETY: the ISA was detected (see `Isa`).
-                    unsafe {
-                        if isa == Isa::Vnni {
-                            x86::gemv_blocks_vnni(w.format, bytes, q, 0)
-                        } else {
-                            x86::gemv_blocks_avx2(w.format, bytes, q, 0)
-                        }
+                    macro_rules! rows {
+                        ($r:literal) => {{
+                            // SAFETY: the ISA was detected (see `Isa`).
+                            let v: [f32; $r] = unsafe {
+                                if isa == Isa::Vnni {
+                                    x86::gemv_blocks_vnni::<$r>(w.format, bytes, q, 0)
+                                } else {
+                                    x86::gemv_blocks_avx2::<$r>(w.format, bytes, q, 0)
+                                }
+                            };
+                            out[..$r].copy_from_slice(&v);
+                        }};
+                    }
+                    match q.m {
+                        1 => rows!(1),
+                        2 => rows!(2),
+                        3 => rows!(3),
+                        _ => rows!(4),
                     }
                 });
             }
@@ -331,16 +342,27 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 "32-weight formats need per-32 activations"
             );
             #[cfg(target_arch = "x86_64")]
-            if q.m == 1 && isa != Isa::Portable {
-                return gemv(w, y, |j| {
+            if q.m <= SMALL_BATCH && isa != Isa::Portable {
+                return gemv(w, q.m, y, |j, out| {
                     let bytes = w.row_bytes(j);
-                    // SAFETY: the ISA was detected (see `Isa`).
-                    unsafe {
-                        if isa == Isa::Vnni {
-                            x86::gemv_k_vnni(w.format, bytes, q, 0)
-                        } else {
-                            x86::gemv_k_avx2(w.format, bytes, q, 0)
-                        }
+                    macro_rules! rows {
+                        ($r:literal) => {{
+                            // SAFETY: the ISA was detected (see `Isa`).
+                            let v: [f32; $r] = unsafe {
+                                if isa == Isa::Vnni {
+                                    x86::gemv_k_vnni::<$r>(w.format, bytes, q, 0)
+                                } else {
+                                    x86::gemv_k_avx2::<$r>(w.format, bytes, q, 0)
+                                }
+                            };
+                            out[..$r].copy_from_slice(&v);
+                        }};
+                    }
+                    match q.m {
+                        1 => rows!(1),
+                        2 => rows!(2),
+                        3 => rows!(3),
+                        _ => rows!(4),
                     }
                 });
             }
@@ -357,13 +379,27 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     }
 }
 
-/// One activation row: `y[j] = row(j)` over column chunks, one per thread.
+/// Batches up to this many rows (decoding, throughput mode) take the path that decodes
+/// each weight row in registers for all rows at once; larger ones decode into a buffer
+/// and run the tiles.
+pub const SMALL_BATCH: usize = 4;
+
+/// A few activation rows: `row(j, out)` fills `out[..m]` with column `j` of every row;
+/// columns are split in one chunk per thread.
 #[cfg(target_arch = "x86_64")]
-fn gemv(w: &QuantMatrix, y: &mut [f32], row: impl Fn(usize) -> f32 + Sync) {
-    let chunk = w.rows.div_ceil(rayon::current_num_threads().max(1)).max(1);
-    y.par_chunks_mut(chunk).enumerate().for_each(|(c, out)| {
-        for (i, v) in out.iter_mut().enumerate() {
-            *v = row(c * chunk + i);
+fn gemv(w: &QuantMatrix, m: usize, y: &mut [f32], row: impl Fn(usize, &mut [f32; 4]) + Sync) {
+    let n = w.rows;
+    let chunk = n.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    let out = OutPtr(y.as_mut_ptr());
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let out = &out;
+        let mut col = [0.0f32; 4];
+        for j in c * chunk..((c + 1) * chunk).min(n) {
+            row(j, &mut col);
+            for (r, v) in col.iter().enumerate().take(m) {
+                // SAFETY: (r, j) is inside y, and column j belongs to this task alone.
+                unsafe { *out.0.add(r * n + j) = *v };
+            }
         }
     });
 }

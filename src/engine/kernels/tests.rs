@@ -142,7 +142,7 @@ fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
             WeightBytes::Owned(random_matrix(format, n, k, &mut rng)),
         )
         .unwrap();
-        for m in [1, 2, 5, 13] {
+        for m in [1, 2, 3, 4, 5, 13] {
             let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
             let want = reference(&w, &q);
             let mut portable = vec![0.0; m * n];

@@ -240,7 +240,8 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     let off = _mm256_set1_epi8(o as u8 as i8);
     // Even and odd blocks accumulate apart (the canonical order, see `super::portable`).
     let mut acc = [[[_mm256_setzero_ps(); 2]; J]; R];
-    for b in 0..nb {
+    // `slot` is b % 2, passed as a constant so the accumulators stay in registers.
+    let mut block = |b: usize, slot: usize| {
         let mut wabs = [_mm256_setzero_si256(); J];
         let mut wsgn = [_mm256_setzero_si256(); J];
         let mut s = [_mm256_setzero_ps(); J];
@@ -266,9 +267,15 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
                     _mm256_sign_epi8(q, wsgn[j])
                 };
                 let i = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[j], qs), ones);
-                let a = &mut acc[r][j][b % 2];
+                let a = &mut acc[r][j][slot];
                 *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s[j], d), *a);
             }
+        }
+    };
+    for b in (0..nb).step_by(2) {
+        block(b, 0);
+        if b + 1 < nb {
+            block(b + 1, 1);
         }
     }
     let mut sum = [[_mm256_setzero_ps(); J]; R];
@@ -465,17 +472,17 @@ pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
     tile_k_body::<R, J, false>(w, x, r0, o, with_min, out)
 }
 
-/// One K-quant weight row (its stored bytes) times activation row `r`, decoding in
-/// registers: the single-row path of decoding, where a separate decode pass would cost
-/// as much as the product. Bit-identical to [`tile_k_body`] for the same row (integer sums
-/// are exact in any order, and the float steps are the same).
+/// One K-quant weight row (its stored bytes) times activation rows `r0..r0+R`, decoding
+/// in registers: the path for decoding (one to four rows), where a separate decode pass
+/// would cost as much as the product. Bit-identical to [`tile_k_body`] for the same rows
+/// (integer sums are exact in any order, and the float steps are the same).
 #[inline(always)]
-unsafe fn gemv_k_body<const VNNI: bool>(
+unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     format: Format,
     bytes: &[u8],
     x: &QuantizedRowsK,
-    r: usize,
-) -> f32 {
+    r0: usize,
+) -> [f32; R] {
     let k = x.k;
     let nsb = k / 256;
     let o = format.offset();
@@ -484,9 +491,9 @@ unsafe fn gemv_k_body<const VNNI: bool>(
     let lo4 = _mm256_set1_epi8(0x0F);
     let hi2 = _mm256_set1_epi8(0x30);
     let p = bytes.as_ptr();
-    let xq = x.qs.as_ptr().add(r * k);
-    let mut acc = _mm256_setzero_ps();
-    let mut accm = _mm256_setzero_ps();
+    let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut accm = [_mm256_setzero_ps(); R];
     let dot = |isum: __m256i, u: __m256i, sc: __m256i, q: *const i8| -> __m256i {
         let prod = _mm256_maddubs_epi16(u, _mm256_loadu_si256(q as *const __m256i));
         if VNNI {
@@ -497,8 +504,8 @@ unsafe fn gemv_k_body<const VNNI: bool>(
     };
     for sb in 0..nsb {
         // Two integer accumulators (even and odd blocks) to shorten the dependency chain.
-        let mut is = [_mm256_setzero_si256(); 2];
-        let xs = xq.add(sb * 256);
+        let mut is = [[_mm256_setzero_si256(); 2]; R];
+        let xs: [*const i8; R] = std::array::from_fn(|r| xq[r].add(sb * 256));
         let (d, dmin, corr) = match format {
             Format::Q4K => {
                 let blk = &bytes[sb * 144..sb * 144 + 144];
@@ -514,8 +521,10 @@ unsafe fn gemv_k_body<const VNNI: bool>(
                     let u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
                     let s0 = _mm256_set1_epi16(sc[pair * 2] as i16);
                     let s1 = _mm256_set1_epi16(sc[pair * 2 + 1] as i16);
-                    is[0] = dot(is[0], u0, s0, xs.add(pair * 64));
-                    is[1] = dot(is[1], u1, s1, xs.add(pair * 64 + 32));
+                    for r in 0..R {
+                        is[r][0] = dot(is[r][0], u0, s0, xs[r].add(pair * 64));
+                        is[r][1] = dot(is[r][1], u1, s1, xs[r].add(pair * 64 + 32));
+                    }
                 }
                 let m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(mn.as_ptr() as *const __m128i));
                 let corr =
@@ -552,7 +561,10 @@ unsafe fn gemv_k_body<const VNNI: bool>(
                             _mm_set1_epi16(*sc.add(part * 2) as i16),
                             _mm_set1_epi16(*sc.add(part * 2 + 1) as i16),
                         );
-                        is[part % 2] = dot(is[part % 2], u, s, xs.add(n * 128 + part * 32));
+                        for r in 0..R {
+                            is[r][part % 2] =
+                                dot(is[r][part % 2], u, s, xs[r].add(n * 128 + part * 32));
+                        }
                     }
                 }
                 let corr =
@@ -560,50 +572,65 @@ unsafe fn gemv_k_body<const VNNI: bool>(
                 (f16_at(&bytes[base + 208..]), 0.0, corr)
             }
         };
-        let isum = _mm256_add_epi32(is[0], is[1]);
-        let gs = _mm256_loadu_si256(
-            x.group_sums.as_ptr().add((r * k + sb * 256) / 16) as *const __m256i
-        );
-        let dx = *x.d.get_unchecked(r * nsb + sb);
-        let c = _mm256_madd_epi16(gs, corr);
-        let s = if o == 0 {
-            isum
-        } else {
-            _mm256_sub_epi32(isum, _mm256_sll_epi32(c, shift))
-        };
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * dx), acc);
-        if with_min {
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dmin * dx), accm);
+        for r in 0..R {
+            let isum = _mm256_add_epi32(is[r][0], is[r][1]);
+            let gs = _mm256_loadu_si256(
+                x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const __m256i
+            );
+            let dx = *x.d.get_unchecked((r0 + r) * nsb + sb);
+            let c = _mm256_madd_epi16(gs, corr);
+            let s = if o == 0 {
+                isum
+            } else {
+                _mm256_sub_epi32(isum, _mm256_sll_epi32(c, shift))
+            };
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * dx), acc[r]);
+            if with_min {
+                accm[r] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dmin * dx), accm[r]);
+            }
         }
     }
-    let mut y = hsum(acc);
-    if with_min {
-        y -= hsum(accm);
-    }
-    y
+    std::array::from_fn(|r| {
+        let mut y = hsum(acc[r]);
+        if with_min {
+            y -= hsum(accm[r]);
+        }
+        y
+    })
 }
 
 /// [`gemv_k_body`] with AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn gemv_k_vnni(format: Format, bytes: &[u8], x: &QuantizedRowsK, r: usize) -> f32 {
-    gemv_k_body::<true>(format, bytes, x, r)
+pub unsafe fn gemv_k_vnni<const R: usize>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRowsK,
+    r0: usize,
+) -> [f32; R] {
+    gemv_k_body::<R, true>(format, bytes, x, r0)
 }
 
 /// [`gemv_k_body`] with AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemv_k_avx2(format: Format, bytes: &[u8], x: &QuantizedRowsK, r: usize) -> f32 {
-    gemv_k_body::<false>(format, bytes, x, r)
+pub unsafe fn gemv_k_avx2<const R: usize>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRowsK,
+    r0: usize,
+) -> [f32; R] {
+    gemv_k_body::<R, false>(format, bytes, x, r0)
 }
 
-/// One 32-weight-format row (its stored bytes) times activation row `r`, decoding in
-/// registers; bit-identical to [`tile_zmm`] / [`tile_avx2`] for the same row.
+/// One 32-weight-format row (its stored bytes) times activation rows `r0..r0+R`,
+/// decoding in registers; bit-identical to [`tile_zmm`] / [`tile_avx2`] for the same rows.
 #[inline(always)]
-unsafe fn gemv_blocks_body<const VNNI: bool>(
+unsafe fn gemv_blocks_body<const R: usize, const VNNI: bool>(
     format: Format,
     bytes: &[u8],
     x: &QuantizedRows,
-    r: usize,
-) -> f32 {
+    r0: usize,
+) -> [f32; R] {
     let nb = x.blocks_per_row();
     let o = format.offset();
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
@@ -612,71 +639,99 @@ unsafe fn gemv_blocks_body<const VNNI: bool>(
     let flip = _mm256_set1_epi8(-128);
     let bb = format.block_bytes();
     let p = bytes.as_ptr();
-    let xq = x.qs.as_ptr().add(r * x.k);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut tt = 0.0f32;
-    for b in 0..nb {
-        let blk = &bytes[b * bb..(b + 1) * bb];
-        let d = f16_at(blk);
-        let u = match format {
-            Format::Q8_0 => _mm256_xor_si256(
-                _mm256_loadu_si256(p.add(b * bb + 2) as *const __m256i),
-                flip,
-            ),
-            Format::Q5_0 => {
-                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
-                _mm256_or_si256(nibbles_16(p.add(b * bb + 6)), high_bits_32(qh))
-            }
-            Format::Q4_1 => nibbles_16(p.add(b * bb + 4)),
-            _ => nibbles_16(p.add(b * bb + 2)),
-        };
-        let xb = r * nb + b;
-        let q = _mm256_loadu_si256(xq.add(b * BLOCK) as *const __m256i);
-        let i = if VNNI {
-            let c = if o == 0 {
-                _mm256_setzero_si256()
-            } else {
-                let sums =
-                    _mm256_loadu_si256(x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i);
-                _mm256_sll_epi32(sums, shift)
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    let mut tt = [0.0f32; R];
+    // `slot` is b % 2, passed as a constant so the accumulators stay in registers.
+    // (A macro, not a closure: this body has no target features of its own to lend one.)
+    macro_rules! block {
+        ($b:expr, $slot:literal) => {{
+            let b: usize = $b;
+            let slot: usize = $slot;
+            let blk = &bytes[b * bb..(b + 1) * bb];
+            let d = f16_at(blk);
+            let u = match format {
+                Format::Q8_0 => _mm256_xor_si256(
+                    _mm256_loadu_si256(p.add(b * bb + 2) as *const __m256i),
+                    flip,
+                ),
+                Format::Q5_0 => {
+                    let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                    _mm256_or_si256(nibbles_16(p.add(b * bb + 6)), high_bits_32(qh))
+                }
+                Format::Q4_1 => nibbles_16(p.add(b * bb + 4)),
+                _ => nibbles_16(p.add(b * bb + 2)),
             };
-            _mm256_dpbusd_epi32(c, u, q)
-        } else if o == 0 {
-            _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), ones)
-        } else {
-            let ws = _mm256_sub_epi8(u, off);
-            _mm256_madd_epi16(
-                _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(q, ws)),
-                ones,
-            )
-        };
-        let dx = _mm256_set1_ps(*x.d.get_unchecked(xb));
-        acc[b % 2] = _mm256_fmadd_ps(
-            _mm256_cvtepi32_ps(i),
-            _mm256_mul_ps(_mm256_set1_ps(d), dx),
-            acc[b % 2],
-        );
-        if format == Format::Q4_1 {
-            tt = f16_at(&blk[2..]).mul_add(*x.block_sums.get_unchecked(xb), tt);
+            let dw = _mm256_set1_ps(d);
+            let (wabs, wsgn) = if VNNI || o == 0 {
+                (u, u)
+            } else {
+                let ws = _mm256_sub_epi8(u, off);
+                (_mm256_abs_epi8(ws), ws)
+            };
+            for r in 0..R {
+                let xb = (r0 + r) * nb + b;
+                let q = _mm256_loadu_si256(
+                    x.qs.as_ptr().add((r0 + r) * x.k + b * BLOCK) as *const __m256i
+                );
+                let i = if VNNI {
+                    let c = if o == 0 {
+                        _mm256_setzero_si256()
+                    } else {
+                        let sums = _mm256_loadu_si256(
+                            x.neg_lane_sums.as_ptr().add(xb * LANES) as *const __m256i
+                        );
+                        _mm256_sll_epi32(sums, shift)
+                    };
+                    _mm256_dpbusd_epi32(c, u, q)
+                } else if o == 0 {
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, q), ones)
+                } else {
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(q, wsgn)), ones)
+                };
+                let dx = _mm256_set1_ps(*x.d.get_unchecked(xb));
+                acc[r][slot] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, dx), acc[r][slot]);
+                if format == Format::Q4_1 {
+                    tt[r] = f16_at(&blk[2..]).mul_add(*x.block_sums.get_unchecked(xb), tt[r]);
+                }
+            }
+        }};
+    }
+    for b in (0..nb).step_by(2) {
+        block!(b, 0);
+        if b + 1 < nb {
+            block!(b + 1, 1);
         }
     }
-    let mut y = hsum(_mm256_add_ps(acc[0], acc[1]));
-    if format.has_min() {
-        y += tt;
-    }
-    y
+    std::array::from_fn(|r| {
+        let mut y = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+        if format.has_min() {
+            y += tt[r];
+        }
+        y
+    })
 }
 
 /// [`gemv_blocks_body`] with AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn gemv_blocks_vnni(format: Format, bytes: &[u8], x: &QuantizedRows, r: usize) -> f32 {
-    gemv_blocks_body::<true>(format, bytes, x, r)
+pub unsafe fn gemv_blocks_vnni<const R: usize>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRows,
+    r0: usize,
+) -> [f32; R] {
+    gemv_blocks_body::<R, true>(format, bytes, x, r0)
 }
 
 /// [`gemv_blocks_body`] with AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemv_blocks_avx2(format: Format, bytes: &[u8], x: &QuantizedRows, r: usize) -> f32 {
-    gemv_blocks_body::<false>(format, bytes, x, r)
+pub unsafe fn gemv_blocks_avx2<const R: usize>(
+    format: Format,
+    bytes: &[u8],
+    x: &QuantizedRows,
+    r0: usize,
+) -> [f32; R] {
+    gemv_blocks_body::<R, false>(format, bytes, x, r0)
 }
 
 /// The K-quant tile on 512-bit registers: two 32-weight blocks per instruction. Integer
