@@ -156,6 +156,20 @@ fn backend_reuses_prefix_from_memory_and_from_disk() {
             r4.text, r2.text,
             "{name}: cached output differs from recompute"
         );
+        // Throughput mode: the same requests decoded together give the same replies, and
+        // all but the first find the prefix in memory.
+        let texts = ["Latency matters.", "Tokens are cheap.", "Caches save time."];
+        let reqs: Vec<_> = texts.iter().map(|t| request(t)).collect();
+        let alone: Vec<_> = reqs.iter().map(|r| a.complete(r).unwrap()).collect();
+        let together = c.complete_batch(&reqs).unwrap();
+        for (x, y) in alone.iter().zip(&together) {
+            assert_eq!(x.text, y.text, "{name}: batched reply differs");
+            assert_eq!(x.completion_tokens, y.completion_tokens, "{name}");
+        }
+        assert!(
+            together[1..].iter().all(|r| r.cache_source == "memory"),
+            "{name}"
+        );
     }
 }
 

@@ -4,6 +4,8 @@
 //! the same trait without touching the agents.
 
 use super::generate::{FinishReason, GenerationParams};
+use super::kernels::SMALL_BATCH;
+use super::kv_cache::KvCache;
 use super::prefix_cache::disk::DiskPrefixCache;
 use super::prefix_cache::PrefixStore;
 use super::Engine;
@@ -48,6 +50,11 @@ pub struct Completion {
 pub trait ChatBackend {
     /// Generate a reply.
     fn complete(&mut self, req: &ChatRequest) -> Result<Completion>;
+    /// Generate replies to independent requests; a backend that can decode them together
+    /// (throughput mode) does. The replies are the ones [`Self::complete`] would give.
+    fn complete_batch(&mut self, reqs: &[ChatRequest]) -> Result<Vec<Completion>> {
+        reqs.iter().map(|r| self.complete(r)).collect()
+    }
     /// Count tokens of a text (for budgets).
     fn count_tokens(&self, text: &str) -> Result<usize>;
     /// Tokens of a conversation rendered as a prompt (with the generation prompt).
@@ -86,20 +93,29 @@ impl LocalBackend {
     }
 }
 
-impl ChatBackend for LocalBackend {
-    fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
-        let start = Instant::now();
+/// A request made ready to decode: its tokens and a cache holding its prefix.
+struct Prepared {
+    tokens: Vec<u32>,
+    cache: KvCache,
+    hit: usize,
+    source: &'static str,
+}
+
+impl LocalBackend {
+    /// Tokenize `req` and find (memory, then disk) or compute its stable prefix, storing a
+    /// newly computed one in memory and on disk.
+    fn prepare(&mut self, req: &ChatRequest) -> Result<Prepared> {
         let split = split_prompt(
             &self.engine.template,
             &self.engine.tokenizer,
             &req.messages,
             req.split,
         )?;
-        let tokens = &split.tokens;
+        let tokens = split.tokens;
         let stable = split.stable_tokens;
         let extra = tokens.len() - stable.min(tokens.len()) + req.params.max_new_tokens;
         let engine = &self.engine;
-        let (mut cache, mut hit) = self.store.checkout(tokens, extra, || engine.new_cache())?;
+        let (mut cache, mut hit) = self.store.checkout(&tokens, extra, || engine.new_cache())?;
         let mut source = if hit > 0 { "memory" } else { "none" };
         if hit < stable {
             if let Some(disk) = &self.disk {
@@ -131,19 +147,72 @@ impl ChatBackend for LocalBackend {
         if hit == 0 {
             self.store.stats.misses += 1;
         }
-        let gen = engine.generate(&mut cache, tokens, &req.params, &mut |_| {})?;
         self.store.stats.hit_tokens += hit;
         self.store.stats.computed_tokens += tokens.len() - hit;
+        Ok(Prepared {
+            tokens,
+            cache,
+            hit,
+            source,
+        })
+    }
+}
+
+impl ChatBackend for LocalBackend {
+    fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
+        let start = Instant::now();
+        let mut p = self.prepare(req)?;
+        let gen = self
+            .engine
+            .generate(&mut p.cache, &p.tokens, &req.params, &mut |_| {})?;
         Ok(Completion {
             text: gen.text,
-            prompt_tokens: tokens.len(),
-            cached_tokens: hit,
-            cache_source: source,
+            prompt_tokens: p.tokens.len(),
+            cached_tokens: p.hit,
+            cache_source: p.source,
             completion_tokens: gen.tokens.len(),
             latency_seconds: start.elapsed().as_secs_f64(),
             ttft_seconds: start.elapsed().as_secs_f64() - gen.decode_seconds,
             finish: gen.finish,
         })
+    }
+
+    /// Up to [`SMALL_BATCH`] requests with the same generation parameters are decoded
+    /// together ([`Engine::generate_batch`]); each reply's latency is the batch's wall time.
+    fn complete_batch(&mut self, reqs: &[ChatRequest]) -> Result<Vec<Completion>> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for group in reqs.chunks(SMALL_BATCH) {
+            if group.len() == 1 || group.iter().any(|r| r.params != group[0].params) {
+                for r in group {
+                    out.push(self.complete(r)?);
+                }
+                continue;
+            }
+            let start = Instant::now();
+            let mut prepared = group
+                .iter()
+                .map(|r| self.prepare(r))
+                .collect::<Result<Vec<_>>>()?;
+            let mut jobs: Vec<(&mut KvCache, &[u32])> = prepared
+                .iter_mut()
+                .map(|p| (&mut p.cache, p.tokens.as_slice()))
+                .collect();
+            let gens = self.engine.generate_batch(&mut jobs, &group[0].params)?;
+            let wall = start.elapsed().as_secs_f64();
+            for (p, gen) in prepared.iter().zip(gens) {
+                out.push(Completion {
+                    text: gen.text,
+                    prompt_tokens: p.tokens.len(),
+                    cached_tokens: p.hit,
+                    cache_source: p.source,
+                    completion_tokens: gen.tokens.len(),
+                    latency_seconds: wall,
+                    ttft_seconds: wall - gen.decode_seconds,
+                    finish: gen.finish,
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn count_tokens(&self, text: &str) -> Result<usize> {

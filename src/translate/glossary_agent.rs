@@ -224,18 +224,24 @@ pub fn build_glossary(
             target: l.zh.clone(),
         })
         .collect();
-    for c in candidates {
-        let p = glossary_prompt(source_lang, target_lang, &house_lines, &c.term, &c.context)?;
-        let req = ChatRequest {
-            messages: p.messages,
-            split: p.split,
-            params: GenerationParams {
-                max_new_tokens: 16,
-                ..Default::default()
-            },
-        };
-        let done = backend.complete(&req)?;
-        on_call(c, &done);
+    // The candidates are independent: one batch (decoded together where the backend can).
+    let reqs = candidates
+        .iter()
+        .map(|c| {
+            let p = glossary_prompt(source_lang, target_lang, &house_lines, &c.term, &c.context)?;
+            Ok(ChatRequest {
+                messages: p.messages,
+                split: p.split,
+                params: GenerationParams {
+                    max_new_tokens: 16,
+                    ..Default::default()
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let replies = backend.complete_batch(&reqs)?;
+    for (c, done) in candidates.iter().zip(&replies) {
+        on_call(c, done);
         let zh = clean_term(&done.text);
         if zh.is_empty() || zh.eq_ignore_ascii_case(&c.term) {
             continue;
