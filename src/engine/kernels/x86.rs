@@ -216,7 +216,7 @@ pub unsafe fn tile_zmm<const R: usize, const J: usize>(
         for j in 0..J {
             halves_sum[r][j] = _mm256_add_ps(
                 _mm512_castps512_ps256(acc[r][j]),
-                _mm512_extractf32x8_ps(acc[r][j], 1),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)),
             );
         }
     }
