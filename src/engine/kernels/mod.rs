@@ -291,6 +291,36 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
+/// Run the `jn`-weight-row kernel of `isa` (`$zmm`/`$avx2` in `x86`, `$portable` in
+/// `portable`) over activation rows `r0..r1`.
+macro_rules! dispatch_rows {
+    ($isa:expr, $rows:expr, $jn:expr, $x:expr, $r0:expr, $r1:expr, $o:expr, $min:expr,
+     $y:expr, $n:expr, $j0:expr, $zmm:ident, $avx2:ident, $portable:ident) => {{
+        macro_rules! go {
+            ($j:literal) => {{
+                let w = std::array::from_fn::<_, $j, _>(|i| &$rows[i]);
+                // SAFETY: the ISA was detected (see `Isa`); `y` is the m × n output and
+                // columns j0..j0 + jn belong to the calling task alone (see `drive`).
+                unsafe {
+                    match $isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Vnni => x86::$zmm::<$j>(w, $x, $r0, $r1, $o, $min, $y, $n, $j0),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => x86::$avx2::<$j>(w, $x, $r0, $r1, $o, $min, $y, $n, $j0),
+                        _ => portable::$portable::<$j>(w, $x, $r0, $r1, $o, $min, $y, $n, $j0),
+                    }
+                }
+            }};
+        }
+        match $jn {
+            4 => go!(4),
+            3 => go!(3),
+            2 => go!(2),
+            _ => go!(1),
+        }
+    }};
+}
+
 /// `y = x · Wᵀ` (`y`: `m × w.rows`, row-major) with the kernel `isa`.
 pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     assert_eq!(x.k(), w.cols, "activation width does not match the matrix");
@@ -333,7 +363,12 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 tile_cols(isa),
                 || DecodedRow::new(w.cols),
                 |j, row| decode(isa, w.format, w.row_bytes(j), row),
-                |rows, jn, r0, rn, tile| tile_blocks(isa, w.format, rows, jn, q, r0, rn, tile),
+                |rows, jn, r0, r1, j, y| {
+                    let (o, min) = (w.format.offset(), w.format.has_min());
+                    dispatch_rows!(
+                        isa, rows, jn, q, r0, r1, o, min, y, w.rows, j, rows_zmm, rows_avx2, rows
+                    )
+                },
             )
         }
         Activations::K(q) => {
@@ -373,7 +408,25 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 2, // 4 × 4 K tiles measured slower (register pressure)
                 || DecodedRowK::new(w.cols),
                 |j, row| decode_k(isa, w.format, w.row_bytes(j), row),
-                |rows, jn, r0, rn, tile| tile_k(isa, w.format, rows, jn, q, r0, rn, tile),
+                |rows, jn, r0, r1, j, y| {
+                    let (o, min) = (w.format.offset(), w.format.has_min());
+                    dispatch_rows!(
+                        isa,
+                        rows,
+                        jn,
+                        q,
+                        r0,
+                        r1,
+                        o,
+                        min,
+                        y,
+                        w.rows,
+                        j,
+                        rows_k_zmm,
+                        rows_k_avx2,
+                        rows_k
+                    )
+                },
             )
         }
     }
@@ -429,7 +482,7 @@ fn drive<Row, New, Dec, Tile>(
 ) where
     New: Fn() -> Row + Sync,
     Dec: Fn(usize, &mut Row) + Sync,
-    Tile: Fn(&[Row; 4], usize, usize, usize, &mut [[f32; 4]; 4]) + Sync,
+    Tile: Fn(&[Row; 4], usize, usize, usize, usize, *mut f32) + Sync,
 {
     let (n, k) = (w.rows, w.cols);
     // One chunk per thread for a single row (decode: fewer hand-offs between threads),
@@ -451,110 +504,11 @@ fn drive<Row, New, Dec, Tile>(
                 for (i, row) in rows.iter_mut().enumerate().take(jn) {
                     dec(j + i, row);
                 }
-                let mut r = t0;
-                while r < t1 {
-                    let rn = (t1 - r).min(4);
-                    let mut t = [[0.0f32; 4]; 4];
-                    tile(&rows, jn, r, rn, &mut t);
-                    for (ri, tr) in t.iter().enumerate().take(rn) {
-                        for (ji, v) in tr.iter().enumerate().take(jn) {
-                            // SAFETY: (r + ri, j + ji) is inside y, and column j + ji
-                            // belongs to this task alone.
-                            unsafe { *out.0.add((r + ri) * n + j + ji) = *v };
-                        }
-                    }
-                    r += rn;
-                }
+                tile(&rows, jn, t0, t1, j, out.0);
                 j += jn;
             }
         }
     });
-}
-
-/// Dispatch an `rn × jn` tile to the const-generic kernel `$f` of the chosen ISA.
-macro_rules! dispatch_tile {
-    ($isa:expr, $rows:expr, $jn:expr, $x:expr, $r0:expr, $rn:expr, $tile:expr, $o:expr, $min:expr,
-     $vnni:ident, $avx2:ident, $portable:ident) => {{
-        macro_rules! go {
-            ($r:literal, $j:literal) => {{
-                let w = std::array::from_fn::<_, $j, _>(|i| &$rows[i]);
-                let mut out = [[0.0f32; $j]; $r];
-                match $isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `Isa::Vnni` is only produced after detecting AVX-512 F/VL/VNNI.
-                    Isa::Vnni => unsafe { x86::$vnni::<$r, $j>(w, $x, $r0, $o, $min, &mut out) },
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `Isa::Avx2` is only produced after detecting AVX2/FMA/F16C.
-                    Isa::Avx2 => unsafe { x86::$avx2::<$r, $j>(w, $x, $r0, $o, $min, &mut out) },
-                    _ => portable::$portable::<$r, $j>(w, $x, $r0, $o, $min, &mut out),
-                }
-                for (t, o) in $tile.iter_mut().zip(out.iter()) {
-                    t[..$j].copy_from_slice(o);
-                }
-            }};
-        }
-        match ($rn, $jn) {
-            (4, 4) => go!(4, 4),
-            (3, 4) => go!(3, 4),
-            (2, 4) => go!(2, 4),
-            (1, 4) => go!(1, 4),
-            (4, 3) => go!(4, 3),
-            (3, 3) => go!(3, 3),
-            (2, 3) => go!(2, 3),
-            (1, 3) => go!(1, 3),
-            (4, 2) => go!(4, 2),
-            (3, 2) => go!(3, 2),
-            (2, 2) => go!(2, 2),
-            (1, 2) => go!(1, 2),
-            (4, 1) => go!(4, 1),
-            (3, 1) => go!(3, 1),
-            (2, 1) => go!(2, 1),
-            _ => go!(1, 1),
-        }
-    }};
-}
-
-#[allow(clippy::too_many_arguments)]
-fn tile_blocks(
-    isa: Isa,
-    format: Format,
-    rows: &[DecodedRow; 4],
-    jn: usize,
-    x: &QuantizedRows,
-    r0: usize,
-    rn: usize,
-    tile: &mut [[f32; 4]; 4],
-) {
-    let (o, min) = (format.offset(), format.has_min());
-    dispatch_tile!(isa, rows, jn, x, r0, rn, tile, o, min, tile_zmm, tile_avx2, tile)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn tile_k(
-    isa: Isa,
-    format: Format,
-    rows: &[DecodedRowK; 4],
-    jn: usize,
-    x: &QuantizedRowsK,
-    r0: usize,
-    rn: usize,
-    tile: &mut [[f32; 4]; 4],
-) {
-    let (o, min) = (format.offset(), format.has_min());
-    dispatch_tile!(
-        isa,
-        rows,
-        jn,
-        x,
-        r0,
-        rn,
-        tile,
-        o,
-        min,
-        tile_k_zmm,
-        tile_k_avx2,
-        tile_k
-    )
 }
 
 #[cfg(test)]

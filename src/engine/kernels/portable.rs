@@ -63,9 +63,11 @@ pub fn tile<const R: usize, const J: usize>(
 }
 
 /// Dot products for K-quant rows: per super-block, exact integer sums of
-/// `scale · u · q` (pairs of products, as `vpmaddubsw` + `vpmaddwd` form them), the offset
-/// removed with the activations' 16-value group sums, then one fused multiply-add by
-/// `d · dx` per lane; Q4_K's minimums accumulate apart (`with_min`) and are subtracted last.
+/// `scale · u · q` (pairs of products, as `vpmaddubsw` + `vpmaddwd` form them) for the even
+/// and the odd blocks apart, the offset removed from the even sums with the activations'
+/// 16-value group sums, then one fused multiply-add by `d · dx` per lane into an even and
+/// an odd accumulator (added lane by lane at the end, then [`hsum`]); Q4_K's minimums
+/// accumulate apart (`with_min`) and are subtracted last.
 pub fn tile_k<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
     x: &QuantizedRowsK,
@@ -80,13 +82,13 @@ pub fn tile_k<const R: usize, const J: usize>(
         let xr = r0 + r;
         for (j, out_rj) in out_r.iter_mut().enumerate() {
             let wj = w[j];
-            let mut acc = [0.0f32; LANES];
+            let mut acc = [[0.0f32; LANES]; 2];
             let mut accm = [0.0f32; LANES];
             for sb in 0..nsb {
-                let mut isum = [0i32; LANES];
+                let mut isum = [[0i32; LANES]; 2];
                 for blk in 0..8 {
                     let base = sb * 256 + blk * BLOCK;
-                    for (l, s) in isum.iter_mut().enumerate() {
+                    for (l, s) in isum[blk % 2].iter_mut().enumerate() {
                         for pair in 0..2 {
                             let p = 2 * l + pair;
                             let e = base + 2 * p;
@@ -104,14 +106,16 @@ pub fn tile_k<const R: usize, const J: usize>(
                 for l in 0..LANES {
                     let c = gs[2 * l] as i32 * corr[2 * l] as i32
                         + gs[2 * l + 1] as i32 * corr[2 * l + 1] as i32;
-                    let s = isum[l] - o as i32 * c;
-                    acc[l] = (s as f32).mul_add(dd, acc[l]);
+                    let even = isum[0][l] - o as i32 * c;
+                    acc[0][l] = (even as f32).mul_add(dd, acc[0][l]);
+                    acc[1][l] = (isum[1][l] as f32).mul_add(dd, acc[1][l]);
                     if with_min {
                         accm[l] = (c as f32).mul_add(dm, accm[l]);
                     }
                 }
             }
-            let mut y = hsum(&acc);
+            let lanes: [f32; LANES] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
+            let mut y = hsum(&lanes);
             if with_min {
                 y -= hsum(&accm);
             }
@@ -119,3 +123,47 @@ pub fn tile_k<const R: usize, const J: usize>(
         }
     }
 }
+
+/// [`tile`] or [`tile_k`] over activation rows `r0..r1`, four at a time, writing
+/// `y[r·n + j0 + jj]` (the portable counterpart of `x86`'s row loops).
+macro_rules! portable_rows {
+    ($name:ident, $tile:ident, $row:ty, $x:ty) => {
+        /// Rows `r0..r1` through the portable tile kernel.
+        ///
+        /// # Safety
+        /// `y` must hold `r1 × n` values and columns `j0..j0 + J` must be the caller's alone.
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name<const J: usize>(
+            w: [&$row; J],
+            x: &$x,
+            r0: usize,
+            r1: usize,
+            o: u32,
+            with_min: bool,
+            y: *mut f32,
+            n: usize,
+            j0: usize,
+        ) {
+            let mut r = r0;
+            while r < r1 {
+                let rn = (r1 - r).min(4);
+                let mut t = [[0.0f32; J]; 4];
+                match rn {
+                    4 => $tile::<4, J>(w, x, r, o, with_min, &mut t),
+                    3 => $tile::<3, J>(w, x, r, o, with_min, (&mut t[..3]).try_into().unwrap()),
+                    2 => $tile::<2, J>(w, x, r, o, with_min, (&mut t[..2]).try_into().unwrap()),
+                    _ => $tile::<1, J>(w, x, r, o, with_min, (&mut t[..1]).try_into().unwrap()),
+                }
+                for (ri, tr) in t.iter().enumerate().take(rn) {
+                    for (ji, v) in tr.iter().enumerate() {
+                        *y.add((r + ri) * n + j0 + ji) = *v;
+                    }
+                }
+                r += rn;
+            }
+        }
+    };
+}
+
+portable_rows!(rows, tile, DecodedRow, QuantizedRows);
+portable_rows!(rows_k, tile_k, DecodedRowK, QuantizedRowsK);

@@ -142,6 +142,7 @@ unsafe fn finish<const R: usize, const J: usize>(
 /// `vpdpbusd` adds the four `u·q` products of each lane to the lane's offset correction
 /// `−o·Σq`, and the register's low and high halves are the even- and odd-block
 /// accumulators of the canonical order (see [`super::portable`]).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub unsafe fn tile_zmm<const R: usize, const J: usize>(
     w: [&DecodedRow; J],
@@ -225,6 +226,7 @@ pub unsafe fn tile_zmm<const R: usize, const J: usize>(
 
 /// The tile kernel with AVX2 only: the offset is removed from the weights
 /// (`w = u − o`, signed) and `vpmaddubsw` multiplies `|w|` by `q` carrying `w`'s sign.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     w: [&DecodedRow; J],
@@ -383,53 +385,62 @@ unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
     let k = x.k;
     let nsb = k / 256;
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    let mut acc = [[_mm256_setzero_ps(); J]; R];
+    // [even blocks, odd blocks] per pair: the canonical order (see `super::portable::tile_k`).
+    let mut acc = [[[_mm256_setzero_ps(); 2]; J]; R];
     let mut accm = [[_mm256_setzero_ps(); J]; R];
     for sb in 0..nsb {
-        let mut isum = [[_mm256_setzero_si256(); J]; R];
-        for blk in 0..8 {
-            let b = sb * 8 + blk;
-            let mut u = [_mm256_setzero_si256(); J];
-            let mut sc = [_mm256_setzero_si256(); J];
-            for j in 0..J {
-                u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
-                sc[j] = _mm256_loadu_si256(w[j].sc.as_ptr().add(b * 16) as *const __m256i);
-            }
-            for r in 0..R {
-                let q = _mm256_loadu_si256(
-                    x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i
-                );
+        let mut isum = [[[_mm256_setzero_si256(); 2]; J]; R];
+        for pair in 0..4 {
+            for half in 0..2 {
+                let b = sb * 8 + pair * 2 + half;
+                let mut u = [_mm256_setzero_si256(); J];
+                let mut sc = [_mm256_setzero_si256(); J];
                 for j in 0..J {
-                    let p = _mm256_maddubs_epi16(u[j], q);
-                    isum[r][j] = if VNNI {
-                        _mm256_dpwssd_epi32(isum[r][j], p, sc[j])
-                    } else {
-                        _mm256_add_epi32(isum[r][j], _mm256_madd_epi16(p, sc[j]))
-                    };
+                    u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
+                    sc[j] = _mm256_loadu_si256(w[j].sc.as_ptr().add(b * 16) as *const __m256i);
+                }
+                for r in 0..R {
+                    let q = _mm256_loadu_si256(
+                        x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i
+                    );
+                    for j in 0..J {
+                        let p = _mm256_maddubs_epi16(u[j], q);
+                        let i = &mut isum[r][j][half];
+                        *i = if VNNI {
+                            _mm256_dpwssd_epi32(*i, p, sc[j])
+                        } else {
+                            _mm256_add_epi32(*i, _mm256_madd_epi16(p, sc[j]))
+                        };
+                    }
                 }
             }
         }
         let mut corr = [_mm256_setzero_si256(); J];
+        let mut dw = [_mm256_setzero_ps(); J];
+        let mut dmw = [_mm256_setzero_ps(); J];
         for j in 0..J {
             corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            dw[j] = _mm256_set1_ps(*w[j].d.get_unchecked(sb));
+            dmw[j] = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb));
         }
         for r in 0..R {
             let xr = r0 + r;
             let gs = _mm256_loadu_si256(
                 x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
             );
-            let dx = *x.d.get_unchecked(xr * nsb + sb);
+            let dx = _mm256_set1_ps(*x.d.get_unchecked(xr * nsb + sb));
             for j in 0..J {
                 let c = _mm256_madd_epi16(gs, corr[j]);
-                let s = if o == 0 {
-                    isum[r][j]
+                let even = if o == 0 {
+                    isum[r][j][0]
                 } else {
-                    _mm256_sub_epi32(isum[r][j], _mm256_sll_epi32(c, shift))
+                    _mm256_sub_epi32(isum[r][j][0], _mm256_sll_epi32(c, shift))
                 };
-                let dd = _mm256_set1_ps(*w[j].d.get_unchecked(sb) * dx);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[r][j]);
+                let dd = _mm256_mul_ps(dw[j], dx);
+                acc[r][j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][j][0]);
+                acc[r][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j][1]), dd, acc[r][j][1]);
                 if with_min {
-                    let dm = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb) * dx);
+                    let dm = _mm256_mul_ps(dmw[j], dx);
                     accm[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, accm[r][j]);
                 }
             }
@@ -437,7 +448,7 @@ unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
     }
     for r in 0..R {
         for j in 0..J {
-            let mut y = hsum(acc[r][j]);
+            let mut y = hsum(_mm256_add_ps(acc[r][j][0], acc[r][j][1]));
             if with_min {
                 y -= hsum(accm[r][j]);
             }
@@ -447,6 +458,7 @@ unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
 }
 
 /// [`tile_k_body`] with AVX-512 VNNI.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub unsafe fn tile_k_vnni<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
@@ -460,6 +472,7 @@ pub unsafe fn tile_k_vnni<const R: usize, const J: usize>(
 }
 
 /// [`tile_k_body`] with AVX2.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
@@ -492,7 +505,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     let hi2 = _mm256_set1_epi8(0x30);
     let p = bytes.as_ptr();
     let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
     let mut accm = [_mm256_setzero_ps(); R];
     let dot = |isum: __m256i, u: __m256i, sc: __m256i, q: *const i8| -> __m256i {
         let prod = _mm256_maddubs_epi16(u, _mm256_loadu_si256(q as *const __m256i));
@@ -572,27 +585,29 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                 (f16_at(&bytes[base + 208..]), 0.0, corr)
             }
         };
+        let dw = _mm256_set1_ps(d);
+        let dmw = _mm256_set1_ps(dmin);
         for r in 0..R {
-            let isum = _mm256_add_epi32(is[r][0], is[r][1]);
             let gs = _mm256_loadu_si256(
                 x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const __m256i
             );
-            let dx = *x.d.get_unchecked((r0 + r) * nsb + sb);
+            let dx = _mm256_set1_ps(*x.d.get_unchecked((r0 + r) * nsb + sb));
             let c = _mm256_madd_epi16(gs, corr);
-            let s = if o == 0 {
-                isum
+            let even = if o == 0 {
+                is[r][0]
             } else {
-                _mm256_sub_epi32(isum, _mm256_sll_epi32(c, shift))
+                _mm256_sub_epi32(is[r][0], _mm256_sll_epi32(c, shift))
             };
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * dx), acc[r]);
+            let dd = _mm256_mul_ps(dw, dx);
+            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), dd, acc[r][1]);
             if with_min {
-                accm[r] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(dmin * dx), accm[r]);
+                accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(dmw, dx), accm[r]);
             }
         }
     }
     std::array::from_fn(|r| {
-        let mut y = hsum(acc[r]);
+        let mut y = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
         if with_min {
             y -= hsum(accm[r]);
         }
@@ -737,6 +752,7 @@ pub unsafe fn gemv_blocks_avx2<const R: usize>(
 /// The K-quant tile on 512-bit registers: two 32-weight blocks per instruction. Integer
 /// sums are exact in any grouping and the float steps are the same, so the results are
 /// bit-identical to [`tile_k_body`] (tested); it only issues half the instructions.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
@@ -749,9 +765,10 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     let k = x.k;
     let nsb = k / 256;
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    // Float accumulators live in memory (touched once per super-block) so the integer
-    // accumulators of a 4 × 4 tile keep the registers.
-    let mut acc = [[[0.0f32; LANES]; J]; R];
+    // Lanes 0–7: even blocks, 8–15: odd blocks (the canonical order).
+    let mut acc = [[_mm512_setzero_ps(); J]; R];
+    // Minimum terms live in memory (touched once per super-block) to leave registers to
+    // the integer accumulators.
     let mut accm = [[[0.0f32; LANES]; J]; R];
     for sb in 0..nsb {
         let mut isum = [[_mm512_setzero_si512(); J]; R];
@@ -772,35 +789,34 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
             }
         }
         let mut corr = [_mm256_setzero_si256(); J];
+        let mut dw = [_mm512_setzero_ps(); J];
+        let mut dmw = [_mm256_setzero_ps(); J];
         for j in 0..J {
             corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            dw[j] = _mm512_set1_ps(*w[j].d.get_unchecked(sb));
+            dmw[j] = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb));
         }
         for r in 0..R {
             let xr = r0 + r;
             let gs = _mm256_loadu_si256(
                 x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
             );
-            let dx = *x.d.get_unchecked(xr * nsb + sb);
+            let dxs = *x.d.get_unchecked(xr * nsb + sb);
+            let dx = _mm512_set1_ps(dxs);
             for j in 0..J {
-                let wide = isum[r][j];
-                let is = _mm256_add_epi32(
-                    _mm512_castsi512_si256(wide),
-                    _mm512_extracti64x4_epi64(wide, 1),
-                );
                 let c = _mm256_madd_epi16(gs, corr[j]);
                 let s = if o == 0 {
-                    is
+                    isum[r][j]
                 } else {
-                    _mm256_sub_epi32(is, _mm256_sll_epi32(c, shift))
+                    _mm512_sub_epi32(
+                        isum[r][j],
+                        _mm512_zextsi256_si512(_mm256_sll_epi32(c, shift)),
+                    )
                 };
-                let dd = _mm256_set1_ps(*w[j].d.get_unchecked(sb) * dx);
-                let a = acc[r][j].as_mut_ptr();
-                _mm256_storeu_ps(
-                    a,
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, _mm256_loadu_ps(a)),
-                );
+                let dd = _mm512_mul_ps(dw[j], dx);
+                acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd, acc[r][j]);
                 if with_min {
-                    let dm = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb) * dx);
+                    let dm = _mm256_mul_ps(dmw[j], _mm512_castps512_ps256(dx));
                     let a = accm[r][j].as_mut_ptr();
                     _mm256_storeu_ps(
                         a,
@@ -812,7 +828,11 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     }
     for r in 0..R {
         for j in 0..J {
-            let mut y = hsum(_mm256_loadu_ps(acc[r][j].as_ptr()));
+            let halves = _mm256_add_ps(
+                _mm512_castps512_ps256(acc[r][j]),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)),
+            );
+            let mut y = hsum(halves);
             if with_min {
                 y -= hsum(_mm256_loadu_ps(accm[r][j].as_ptr()));
             }
@@ -820,3 +840,79 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
         }
     }
 }
+
+/// Generate a function that runs a tile kernel over activation rows `r0..r1` — four at a
+/// time, then the remainder — and writes `y[r·n + j0 + jj]`: one call per group of weight
+/// rows instead of one per tile.
+macro_rules! row_loop {
+    ($name:ident, $tile:ident, $row:ty, $x:ty, $feat:literal) => {
+        /// [`row_loop`] over the tile kernel of the same ISA. `y` must hold `r1 × n` values
+        /// and columns `j0..j0 + J` must be this caller's alone.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feat)]
+        pub unsafe fn $name<const J: usize>(
+            w: [&$row; J],
+            x: &$x,
+            r0: usize,
+            r1: usize,
+            o: u32,
+            with_min: bool,
+            y: *mut f32,
+            n: usize,
+            j0: usize,
+        ) {
+            let mut r = r0;
+            macro_rules! step {
+                ($rr:literal) => {{
+                    let mut t = [[0.0f32; J]; $rr];
+                    $tile::<$rr, J>(w, x, r, o, with_min, &mut t);
+                    for (ri, tr) in t.iter().enumerate() {
+                        for (ji, v) in tr.iter().enumerate() {
+                            *y.add((r + ri) * n + j0 + ji) = *v;
+                        }
+                    }
+                    r += $rr;
+                }};
+            }
+            while r + 4 <= r1 {
+                step!(4);
+            }
+            match r1 - r {
+                3 => step!(3),
+                2 => step!(2),
+                1 => step!(1),
+                _ => {}
+            }
+            let _ = r;
+        }
+    };
+}
+
+row_loop!(
+    rows_zmm,
+    tile_zmm,
+    DecodedRow,
+    QuantizedRows,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+);
+row_loop!(
+    rows_avx2,
+    tile_avx2,
+    DecodedRow,
+    QuantizedRows,
+    "avx2,fma,f16c"
+);
+row_loop!(
+    rows_k_zmm,
+    tile_k_zmm,
+    DecodedRowK,
+    QuantizedRowsK,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+);
+row_loop!(
+    rows_k_avx2,
+    tile_k_avx2,
+    DecodedRowK,
+    QuantizedRowsK,
+    "avx2,fma,f16c"
+);
