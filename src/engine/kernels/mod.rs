@@ -322,6 +322,36 @@ macro_rules! dispatch_rows {
     }};
 }
 
+/// The register-decoding path for one to four rows: `$vnni`/`$avx2` from `x86`, chosen by
+/// `isa` and instantiated for `q.m` rows.
+#[cfg(target_arch = "x86_64")]
+macro_rules! small_batch {
+    ($isa:expr, $w:expr, $q:expr, $y:expr, $vnni:ident, $avx2:ident) => {
+        gemv($w, $q.m, $y, |j, out| {
+            let bytes = $w.row_bytes(j);
+            macro_rules! rows {
+                ($r:literal) => {{
+                    // SAFETY: the ISA was detected (see `Isa`).
+                    let v: [f32; $r] = unsafe {
+                        if $isa == Isa::Vnni {
+                            x86::$vnni::<$r>($w.format, bytes, $q, 0)
+                        } else {
+                            x86::$avx2::<$r>($w.format, bytes, $q, 0)
+                        }
+                    };
+                    out[..$r].copy_from_slice(&v);
+                }};
+            }
+            match $q.m {
+                1 => rows!(1),
+                2 => rows!(2),
+                3 => rows!(3),
+                _ => rows!(4),
+            }
+        })
+    };
+}
+
 /// `y = x · Wᵀ` (`y`: `m × w.rows`, row-major) with the kernel `isa`.
 pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     assert_eq!(x.k(), w.cols, "activation width does not match the matrix");
@@ -334,28 +364,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             );
             #[cfg(target_arch = "x86_64")]
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
-                return gemv(w, q.m, y, |j, out| {
-                    let bytes = w.row_bytes(j);
-                    macro_rules! rows {
-                        ($r:literal) => {{
-                            // SAFETY: the ISA was detected (see `Isa`).
-                            let v: [f32; $r] = unsafe {
-                                if isa == Isa::Vnni {
-                                    x86::gemv_blocks_vnni::<$r>(w.format, bytes, q, 0)
-                                } else {
-                                    x86::gemv_blocks_avx2::<$r>(w.format, bytes, q, 0)
-                                }
-                            };
-                            out[..$r].copy_from_slice(&v);
-                        }};
-                    }
-                    match q.m {
-                        1 => rows!(1),
-                        2 => rows!(2),
-                        3 => rows!(3),
-                        _ => rows!(4),
-                    }
-                });
+                return small_batch!(isa, w, q, y, gemv_blocks_vnni, gemv_blocks_avx2);
             }
             drive(
                 w,
@@ -379,28 +388,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             );
             #[cfg(target_arch = "x86_64")]
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
-                return gemv(w, q.m, y, |j, out| {
-                    let bytes = w.row_bytes(j);
-                    macro_rules! rows {
-                        ($r:literal) => {{
-                            // SAFETY: the ISA was detected (see `Isa`).
-                            let v: [f32; $r] = unsafe {
-                                if isa == Isa::Vnni {
-                                    x86::gemv_k_vnni::<$r>(w.format, bytes, q, 0)
-                                } else {
-                                    x86::gemv_k_avx2::<$r>(w.format, bytes, q, 0)
-                                }
-                            };
-                            out[..$r].copy_from_slice(&v);
-                        }};
-                    }
-                    match q.m {
-                        1 => rows!(1),
-                        2 => rows!(2),
-                        3 => rows!(3),
-                        _ => rows!(4),
-                    }
-                });
+                return small_batch!(isa, w, q, y, gemv_k_vnni, gemv_k_avx2);
             }
             drive(
                 w,

@@ -289,6 +289,27 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     finish(&sum, w, x, r0, with_min, out);
 }
 
+/// The four 32-weight blocks of half `n` (0 or 1) of the Q6_K super-block at `sb`: each
+/// value is its low four bits from `ql` and its high two from `qh` (0..=63).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_blocks(sb: *const u8, n: usize) -> [__m256i; 4] {
+    let lo4 = _mm256_set1_epi8(0x0F);
+    let hi2 = _mm256_set1_epi8(0x30);
+    let ql0 = _mm256_loadu_si256(sb.add(n * 64) as *const __m256i);
+    let ql1 = _mm256_loadu_si256(sb.add(n * 64 + 32) as *const __m256i);
+    let qh = _mm256_loadu_si256(sb.add(128 + n * 32) as *const __m256i);
+    let join = |low: __m256i, high: __m256i| {
+        _mm256_or_si256(_mm256_and_si256(low, lo4), _mm256_and_si256(high, hi2))
+    };
+    [
+        join(ql0, _mm256_slli_epi16(qh, 4)),
+        join(ql1, _mm256_slli_epi16(qh, 2)),
+        join(_mm256_srli_epi16(ql0, 4), qh),
+        join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2)),
+    ]
+}
+
 /// Decode one Q4_K or Q6_K row (matches [`super::formats::decode_row_k_scalar`] exactly).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) {
@@ -327,33 +348,12 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
             }
         }
         Format::Q6K => {
-            let hi2 = _mm256_set1_epi8(0x30);
             for sb in 0..bytes.len() / 210 {
                 let base = sb * 210;
                 row.d[sb] = f16_at(&bytes[base + 208..]);
                 row.dmin[sb] = 0.0;
                 for n in 0..2 {
-                    let ql0 = _mm256_loadu_si256(p.add(base + n * 64) as *const __m256i);
-                    let ql1 = _mm256_loadu_si256(p.add(base + n * 64 + 32) as *const __m256i);
-                    let qh = _mm256_loadu_si256(p.add(base + 128 + n * 32) as *const __m256i);
-                    let parts = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql0, lo4),
-                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql1, lo4),
-                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
-                            _mm256_and_si256(qh, hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2),
-                        ),
-                    ];
+                    let parts = q6k_blocks(p.add(base), n);
                     let sc = &bytes[base + 192 + n * 8..base + 200 + n * 8];
                     for (part, u) in parts.into_iter().enumerate() {
                         let b = sb * 8 + n * 4 + part;
@@ -502,7 +502,6 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     let with_min = format.has_min();
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
     let lo4 = _mm256_set1_epi8(0x0F);
-    let hi2 = _mm256_set1_epi8(0x30);
     let p = bytes.as_ptr();
     let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -547,27 +546,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
             _ => {
                 let base = sb * 210;
                 for n in 0..2 {
-                    let ql0 = _mm256_loadu_si256(p.add(base + n * 64) as *const __m256i);
-                    let ql1 = _mm256_loadu_si256(p.add(base + n * 64 + 32) as *const __m256i);
-                    let qh = _mm256_loadu_si256(p.add(base + 128 + n * 32) as *const __m256i);
-                    let parts = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql0, lo4),
-                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(ql1, lo4),
-                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
-                            _mm256_and_si256(qh, hi2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2),
-                        ),
-                    ];
+                    let parts = q6k_blocks(p.add(base), n);
                     let sc = p.add(base + 192 + n * 8) as *const i8;
                     for (part, u) in parts.into_iter().enumerate() {
                         let s = _mm256_setr_m128i(
