@@ -957,7 +957,17 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let mut reviewed = 0usize;
     let mut clean_seen = 0usize;
     if stopped.is_none() {
-        for (ci, units) in plan.units.iter().enumerate() {
+        // 1. Which units get a model review (flagged ones, and every n-th clean one), and
+        //    which of those reviews are already on disk from an earlier run.
+        struct Review {
+            unit: String,
+            key: String,
+            req: ChatRequest,
+            verdict: Option<String>,
+        }
+        let mut reviews: Vec<Review> = Vec::new();
+        let mut pending = 0usize;
+        'select: for (ci, units) in plan.units.iter().enumerate() {
             for (ui, unit) in units.iter().enumerate() {
                 let Some(t) = &translations[ci][ui] else {
                     continue;
@@ -977,10 +987,6 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 if !(flagged || sample) {
                     continue;
                 }
-                if let Some(reason) = m.over_budget(96) {
-                    stopped = Some(reason);
-                    break;
-                }
                 let p = review_prompt(
                     &opts.source_lang,
                     &opts.target_lang,
@@ -990,51 +996,67 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 )?;
                 // A review already done for the same inputs and texts (an earlier run) is
                 // read back instead of asked again: reruns make no model calls.
-                let review_key = format!(
+                let key = format!(
                     "review-{}",
                     sha256_hex(
                         format!("{}{}", inputs_key(&m), serde_json::to_string(&p.messages)?)
                             .as_bytes()
                     )
                 );
-                let verdict = match std::fs::read_to_string(memory_path(&out, &review_key)) {
-                    Ok(v) => v,
-                    Err(_) => {
-                        let req = ChatRequest {
-                            messages: p.messages,
-                            split: p.split,
-                            params: GenerationParams {
-                                max_new_tokens: 96,
-                                ..Default::default()
-                            },
-                        };
-                        let done = backend.complete(&req)?;
-                        let verdict = done.text.trim().to_string();
-                        m.record_call(
-                            "proofread",
-                            &unit.id,
-                            &done,
-                            if verdict.to_uppercase().starts_with("OK") {
-                                "ok"
-                            } else {
-                                "issues"
-                            },
-                        );
-                        write_atomic(&memory_path(&out, &review_key), verdict.as_bytes())?;
-                        verdict
+                let verdict = std::fs::read_to_string(memory_path(&out, &key)).ok();
+                if verdict.is_none() {
+                    // Every review still to ask reserves its whole token allowance.
+                    if let Some(reason) = m.over_budget(96 * (pending + 1)) {
+                        stopped = Some(reason);
+                        break 'select;
                     }
-                };
-                reviewed += 1;
-                let ok = verdict.to_uppercase().starts_with("OK");
-                if !ok {
-                    for line in verdict
-                        .lines()
-                        .map(str::trim)
-                        .filter(|l| !l.is_empty())
-                        .take(3)
-                    {
-                        issues.push(json!({"unit": unit.id, "source": "model_review", "severity": "info", "issue": line.trim_start_matches("- ")}));
-                    }
+                    pending += 1;
+                }
+                reviews.push(Review {
+                    unit: unit.id.clone(),
+                    key,
+                    req: ChatRequest {
+                        messages: p.messages,
+                        split: p.split,
+                        params: GenerationParams {
+                            max_new_tokens: 96,
+                            ..Default::default()
+                        },
+                    },
+                    verdict,
+                });
+            }
+        }
+        // 2. The reviews to ask are independent: one batch (throughput mode), whose replies
+        //    are the ones asked one at a time would give.
+        let asks: Vec<usize> = (0..reviews.len())
+            .filter(|&i| reviews[i].verdict.is_none())
+            .collect();
+        let reqs: Vec<ChatRequest> = asks.iter().map(|&i| reviews[i].req.clone()).collect();
+        let replies = backend.complete_batch(&reqs)?;
+        for (&i, done) in asks.iter().zip(&replies) {
+            let verdict = done.text.trim().to_string();
+            let outcome = if verdict.to_uppercase().starts_with("OK") {
+                "ok"
+            } else {
+                "issues"
+            };
+            m.record_call("proofread", &reviews[i].unit, done, outcome);
+            write_atomic(&memory_path(&out, &reviews[i].key), verdict.as_bytes())?;
+            reviews[i].verdict = Some(verdict);
+        }
+        // 3. Their findings, in book order.
+        for r in &reviews {
+            let verdict = r.verdict.as_deref().unwrap_or_default();
+            reviewed += 1;
+            if !verdict.to_uppercase().starts_with("OK") {
+                for line in verdict
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .take(3)
+                {
+                    issues.push(json!({"unit": r.unit, "source": "model_review", "severity": "info", "issue": line.trim_start_matches("- ")}));
                 }
             }
         }
