@@ -2,22 +2,25 @@
 //!
 //! How a product is computed (one weight matrix `W`, `n × k`, and `m` activation rows):
 //!
-//! 1. the activations are quantized to 8 bits per 32-value block ([`activations`]);
+//! 1. the activations are quantized to 8 bits, per 32 values for the 32-weight formats and
+//!    per 256 values for the K-quants ([`activations`]);
 //! 2. the output columns are split into chunks that rayon spreads over the cores;
-//! 3. within a chunk, each weight row is decoded once into a common form
-//!    ([`formats::DecodedRow`]: bytes, lane scales, block minimums) and then multiplied
-//!    with every activation row, in tiles of up to 4 activation rows × 2 weight rows so a
-//!    loaded weight block serves four rows and a loaded activation block serves two;
-//! 4. the tile kernel ([`x86`] with AVX-512 VNNI or AVX2, else [`portable`]) forms exact
-//!    integer sums per lane of four products and accumulates them in f32.
+//! 3. for one to four rows ([`SMALL_BATCH`]: decoding, throughput mode) each weight row is
+//!    decoded in registers and used at once; for more, each weight row is decoded once per
+//!    pass into a common form ([`formats::DecodedRow`], [`formats::DecodedRowK`]) and
+//!    multiplied with every activation row of the pass, in tiles of 4 activation rows × up
+//!    to 4 weight rows;
+//! 4. the kernels ([`x86`]: 512-bit AVX-512 VNNI or 256-bit AVX2; else [`portable`]) form
+//!    exact integer sums per lane and accumulate them in f32 in one fixed order.
 //!
 //! Every output element is computed by the same sequence of operations whatever `m`,
-//! the tile it falls in or the thread that runs it, so a row's result never depends on the
-//! rest of the batch: a prompt computed in one piece or token by token (after a cached
-//! prefix) gives bit-identical numbers. The three kernel paths agree bit for bit too.
+//! the path, the tile it falls in or the thread that runs it, so a row's result never
+//! depends on the rest of the batch: a prompt computed in one piece or token by token
+//! (after a cached prefix), or a sequence decoded alone or in a batch, gives bit-identical
+//! numbers. The VNNI, AVX2 and portable paths agree bit for bit too.
 //!
-//! Adding a weight format = a [`formats::Format`] variant, its scalar decoder and its SIMD
-//! decoder; the tile kernels do not change.
+//! Adding a weight format = a [`formats::Format`] variant, its scalar decoder, its SIMD
+//! decoder, and its case in the register-decoding kernels.
 
 pub mod activations;
 pub mod formats;

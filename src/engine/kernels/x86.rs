@@ -1,13 +1,14 @@
-//! x86-64 SIMD paths: AVX2 decoders for every format, and the tile kernel twice — with
-//! AVX-512 VNNI (`vpdpbusd` on 256-bit registers) and with plain AVX2 (`vpmaddubsw` +
-//! `vpmaddwd`). Both compute the same exact integer lane sums as [`super::portable::tile`]
-//! and then the same f32 operations, so all three agree bit for bit (tested).
+//! x86-64 SIMD paths: AVX2 decoders for every format; tile kernels on 512-bit registers
+//! (AVX-512 BW + VNNI: `vpdpbusd`, `vpdpwssd`) and on 256-bit registers (AVX2:
+//! `vpmaddubsw` + `vpmaddwd`); kernels that decode the weights in registers for one to four
+//! rows; and the row loops that drive the tiles. All compute the same exact integer lane
+//! sums as [`super::portable`] and then the same f32 operations in the same order, so every
+//! path agrees bit for bit (tested).
 
 // The tiles index several parallel arrays (accumulators, weights, rows) by `r` and `j`.
 #![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
 
-use super::activations::QuantizedRows;
-use super::activations::QuantizedRowsK;
+use super::activations::{QuantizedRows, QuantizedRowsK};
 use super::formats::{q4k_scale_min, DecodedRow, DecodedRowK, Format, BLOCK, LANES};
 use super::portable::min_term;
 use std::arch::x86_64::*;
@@ -388,10 +389,10 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
     }
 }
 
-/// The K-quant tile kernel; `VNNI` picks `vpdpwssd` (AVX-512 VNNI) over
-/// `vpmaddwd` + `vpaddd` (AVX2) — the same integers either way.
+/// The K-quant tile kernel on 256-bit registers (AVX2: `vpmaddubsw`, then `vpmaddwd` by
+/// the scales); [`tile_k_zmm`] is the 512-bit form of the same integers.
 #[inline(always)]
-unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
+unsafe fn tile_k_body<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
     x: &QuantizedRowsK,
     r0: usize,
@@ -423,11 +424,7 @@ unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
                     for j in 0..J {
                         let p = _mm256_maddubs_epi16(u[j], q);
                         let i = &mut isum[r][j][half];
-                        *i = if VNNI {
-                            _mm256_dpwssd_epi32(*i, p, sc[j])
-                        } else {
-                            _mm256_add_epi32(*i, _mm256_madd_epi16(p, sc[j]))
-                        };
+                        *i = _mm256_add_epi32(*i, _mm256_madd_epi16(p, sc[j]));
                     }
                 }
             }
@@ -474,20 +471,6 @@ unsafe fn tile_k_body<const R: usize, const J: usize, const VNNI: bool>(
     }
 }
 
-/// [`tile_k_body`] with AVX-512 VNNI.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn tile_k_vnni<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
-    x: &QuantizedRowsK,
-    r0: usize,
-    o: u32,
-    with_min: bool,
-    out: &mut [[f32; J]; R],
-) {
-    tile_k_body::<R, J, true>(w, x, r0, o, with_min, out)
-}
-
 /// [`tile_k_body`] with AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -499,7 +482,7 @@ pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
     with_min: bool,
     out: &mut [[f32; J]; R],
 ) {
-    tile_k_body::<R, J, false>(w, x, r0, o, with_min, out)
+    tile_k_body::<R, J>(w, x, r0, o, with_min, out)
 }
 
 /// One K-quant weight row (its stored bytes) times activation rows `r0..r0+R`, decoding
