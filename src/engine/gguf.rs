@@ -75,12 +75,15 @@ impl GgufFile {
             );
         }
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
-        let content = Content::read(&mut file).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: corrupt or truncated GGUF header: {e} (fetch the model again)",
-                path.display()
-            )
-        })?;
+        // Buffered: the header holds hundreds of thousands of small strings (vocabulary,
+        // merges), which unbuffered would cost one read system call each.
+        let content = Content::read(&mut std::io::BufReader::with_capacity(1 << 20, &mut file))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: corrupt or truncated GGUF header: {e} (fetch the model again)",
+                    path.display()
+                )
+            })?;
         for (name, info) in &content.tensor_infos {
             if !SUPPORTED_TENSOR_TYPES.contains(&info.ggml_dtype) {
                 bail!(
