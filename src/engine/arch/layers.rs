@@ -44,10 +44,9 @@ impl Linear {
     }
 
     fn weights(gguf: &mut GgufFile, name: &str, device: &Device) -> Result<Weights> {
-        if device.is_cpu() {
-            if let Some(m) = gguf.quant_matrix(name)? {
-                return Ok(Weights::Native(Arc::new(m)));
-            }
+        // `quant_matrix` says None off the CPU (see `GgufFile::native_kernels`).
+        if let Some(m) = gguf.quant_matrix(name)? {
+            return Ok(Weights::Native(Arc::new(m)));
         }
         Ok(Weights::Candle(QMatMul::from_qtensor(
             gguf.tensor(name, device)?,
@@ -320,10 +319,9 @@ pub enum Embedding {
 impl Embedding {
     /// Load tensor `name` (`[vocab, hidden]`).
     pub fn load(gguf: &mut GgufFile, name: &str, device: &Device) -> Result<Self> {
-        if device.is_cpu() {
-            if let Some(m) = gguf.quant_matrix(name)? {
-                return Ok(Self::Native(Arc::new(m)));
-            }
+        // `quant_matrix` says None off the CPU (see `GgufFile::native_kernels`).
+        if let Some(m) = gguf.quant_matrix(name)? {
+            return Ok(Self::Native(Arc::new(m)));
         }
         Ok(Self::Candle(Arc::new(gguf.tensor(name, device)?)))
     }

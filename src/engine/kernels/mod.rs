@@ -22,6 +22,56 @@
 //! Adding a weight format = a [`formats::Format`] variant, its scalar decoder, its SIMD
 //! decoder, and its case in the register-decoding kernels.
 
+/// Generate a function that runs a tile kernel over activation rows `r0..r1` — four at a
+/// time, then the remainder — and writes `y[r·n + j0 + jj]`: one call per group of weight
+/// rows instead of one per tile.
+macro_rules! row_loop {
+    ($name:ident, $tile:ident, $row:ty, $x:ty, $(#[$attr:meta])*) => {
+        /// The row loop over the tile kernel of the same path.
+        ///
+        /// # Safety
+        /// `y` must hold `r1 × n` values, columns `j0..j0 + J` must be this caller's alone,
+        /// and the CPU must have the features the kernel is compiled for.
+        #[allow(clippy::too_many_arguments)]
+        $(#[$attr])*
+        pub unsafe fn $name<const J: usize>(
+            w: [&$row; J],
+            x: &$x,
+            r0: usize,
+            r1: usize,
+            o: u32,
+            with_min: bool,
+            y: *mut f32,
+            n: usize,
+            j0: usize,
+        ) {
+            let mut r = r0;
+            macro_rules! step {
+                ($rr:literal) => {{
+                    let mut t = [[0.0f32; J]; $rr];
+                    $tile::<$rr, J>(w, x, r, o, with_min, &mut t);
+                    for (ri, tr) in t.iter().enumerate() {
+                        for (ji, v) in tr.iter().enumerate() {
+                            *y.add((r + ri) * n + j0 + ji) = *v;
+                        }
+                    }
+                    r += $rr;
+                }};
+            }
+            while r + 4 <= r1 {
+                step!(4);
+            }
+            match r1 - r {
+                3 => step!(3),
+                2 => step!(2),
+                1 => step!(1),
+                _ => {}
+            }
+            let _ = r;
+        }
+    };
+}
+
 pub mod activations;
 pub mod formats;
 pub mod portable;
@@ -174,32 +224,15 @@ impl QuantMatrix {
         &self.data.as_slice()[j * rb..(j + 1) * rb]
     }
 
-    /// Ask the CPU to start loading row `j` (if it exists) into cache: streaming weights
-    /// from memory is what bounds decoding, and the hardware prefetcher alone leaves
-    /// bandwidth unused when each core alternates between loading and computing.
-    pub fn prefetch_row(&self, j: usize) {
-        if j >= self.rows {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            let bytes = self.row_bytes(j);
-            for off in (0..bytes.len()).step_by(64) {
-                // SAFETY: the address is inside `bytes`; prefetching has no other effect.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch(
-                        bytes.as_ptr().add(off) as *const i8,
-                        std::arch::x86_64::_MM_HINT_T0,
-                    )
-                };
-            }
-        }
-    }
-
     /// Rows `ids` as f32 (`ids.len() × cols`), e.g. an embedding lookup.
     pub fn dequantize_rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let mut out = vec![0.0; ids.len() * self.cols];
         let o = self.format.offset();
+        let (mut row, mut row_k) = if self.format.is_k_quant() {
+            (DecodedRow::new(0), DecodedRowK::new(self.cols))
+        } else {
+            (DecodedRow::new(self.cols), DecodedRowK::new(0))
+        };
         for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(self.cols)) {
             ensure!(
                 (id as usize) < self.rows,
@@ -208,11 +241,9 @@ impl QuantMatrix {
             );
             let bytes = self.row_bytes(id as usize);
             if self.format.is_k_quant() {
-                let mut row = DecodedRowK::new(self.cols);
-                formats::decode_row_k_scalar(self.format, bytes, &mut row);
-                row.dequantize(o, dst);
+                formats::decode_row_k_scalar(self.format, bytes, &mut row_k);
+                row_k.dequantize(o, dst);
             } else {
-                let mut row = DecodedRow::new(self.cols);
                 formats::decode_row_scalar(self.format, bytes, &mut row);
                 row.dequantize(o, dst);
             }

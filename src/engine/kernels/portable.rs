@@ -124,46 +124,6 @@ pub fn tile_k<const R: usize, const J: usize>(
     }
 }
 
-/// [`tile`] or [`tile_k`] over activation rows `r0..r1`, four at a time, writing
-/// `y[r·n + j0 + jj]` (the portable counterpart of `x86`'s row loops).
-macro_rules! portable_rows {
-    ($name:ident, $tile:ident, $row:ty, $x:ty) => {
-        /// Rows `r0..r1` through the portable tile kernel.
-        ///
-        /// # Safety
-        /// `y` must hold `r1 × n` values and columns `j0..j0 + J` must be the caller's alone.
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name<const J: usize>(
-            w: [&$row; J],
-            x: &$x,
-            r0: usize,
-            r1: usize,
-            o: u32,
-            with_min: bool,
-            y: *mut f32,
-            n: usize,
-            j0: usize,
-        ) {
-            let mut r = r0;
-            while r < r1 {
-                let rn = (r1 - r).min(4);
-                let mut t = [[0.0f32; J]; 4];
-                match rn {
-                    4 => $tile::<4, J>(w, x, r, o, with_min, &mut t),
-                    3 => $tile::<3, J>(w, x, r, o, with_min, (&mut t[..3]).try_into().unwrap()),
-                    2 => $tile::<2, J>(w, x, r, o, with_min, (&mut t[..2]).try_into().unwrap()),
-                    _ => $tile::<1, J>(w, x, r, o, with_min, (&mut t[..1]).try_into().unwrap()),
-                }
-                for (ri, tr) in t.iter().enumerate().take(rn) {
-                    for (ji, v) in tr.iter().enumerate() {
-                        *y.add((r + ri) * n + j0 + ji) = *v;
-                    }
-                }
-                r += rn;
-            }
-        }
-    };
-}
-
-portable_rows!(rows, tile, DecodedRow, QuantizedRows);
-portable_rows!(rows_k, tile_k, DecodedRowK, QuantizedRowsK);
+// Row loops over the portable tiles (the macro is shared with `x86`, see `super`).
+row_loop!(rows, tile, DecodedRow, QuantizedRows,);
+row_loop!(rows_k, tile_k, DecodedRowK, QuantizedRowsK,);

@@ -820,78 +820,31 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     }
 }
 
-/// Generate a function that runs a tile kernel over activation rows `r0..r1` — four at a
-/// time, then the remainder — and writes `y[r·n + j0 + jj]`: one call per group of weight
-/// rows instead of one per tile.
-macro_rules! row_loop {
-    ($name:ident, $tile:ident, $row:ty, $x:ty, $feat:literal) => {
-        /// [`row_loop`] over the tile kernel of the same ISA. `y` must hold `r1 × n` values
-        /// and columns `j0..j0 + J` must be this caller's alone.
-        #[allow(clippy::too_many_arguments)]
-        #[target_feature(enable = $feat)]
-        pub unsafe fn $name<const J: usize>(
-            w: [&$row; J],
-            x: &$x,
-            r0: usize,
-            r1: usize,
-            o: u32,
-            with_min: bool,
-            y: *mut f32,
-            n: usize,
-            j0: usize,
-        ) {
-            let mut r = r0;
-            macro_rules! step {
-                ($rr:literal) => {{
-                    let mut t = [[0.0f32; J]; $rr];
-                    $tile::<$rr, J>(w, x, r, o, with_min, &mut t);
-                    for (ri, tr) in t.iter().enumerate() {
-                        for (ji, v) in tr.iter().enumerate() {
-                            *y.add((r + ri) * n + j0 + ji) = *v;
-                        }
-                    }
-                    r += $rr;
-                }};
-            }
-            while r + 4 <= r1 {
-                step!(4);
-            }
-            match r1 - r {
-                3 => step!(3),
-                2 => step!(2),
-                1 => step!(1),
-                _ => {}
-            }
-            let _ = r;
-        }
-    };
-}
-
 row_loop!(
     rows_zmm,
     tile_zmm,
     DecodedRow,
     QuantizedRows,
-    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 );
 row_loop!(
     rows_avx2,
     tile_avx2,
     DecodedRow,
     QuantizedRows,
-    "avx2,fma,f16c"
+    #[target_feature(enable = "avx2,fma,f16c")]
 );
 row_loop!(
     rows_k_zmm,
     tile_k_zmm,
     DecodedRowK,
     QuantizedRowsK,
-    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 );
 row_loop!(
     rows_k_avx2,
     tile_k_avx2,
     DecodedRowK,
     QuantizedRowsK,
-    "avx2,fma,f16c"
+    #[target_feature(enable = "avx2,fma,f16c")]
 );
