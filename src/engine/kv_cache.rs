@@ -6,8 +6,12 @@
 //! write would overflow, the capacity doubles (one copy, amortised O(1) per token). The
 //! cache also remembers the token ids it holds, so a prefix store can match prompts
 //! against it, and it can be truncated or forked at any length.
+//!
+//! Where the CPU runs the AVX-512 attention kernel, each layer's keys are kept instead in
+//! [`KeyBlocks`], the blocked, transposed layout that kernel reads (written as positions
+//! are appended, so no call re-arranges the cache; same bytes per position).
 
-use crate::engine::arch::ModelConfig;
+use crate::engine::arch::{attention, ModelConfig};
 use anyhow::{ensure, Context, Result};
 use candle_core::{DType, Device, Tensor};
 
@@ -16,8 +20,11 @@ const INITIAL_CAPACITY: usize = 256;
 
 /// Keys and values of every layer for a sequence of tokens.
 pub struct KvCache {
+    /// Keys per layer, `[n_kv_head, capacity, head_dim]`; empty where `key_blocks` holds them.
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
+    /// Keys per layer in the AVX-512 attention kernel's layout; empty where `keys` holds them.
+    key_blocks: Vec<KeyBlocks>,
     capacity: usize,
     len: usize,
     pending: usize,
@@ -38,15 +45,24 @@ impl KvCache {
     pub fn with_capacity(cfg: &ModelConfig, device: &Device, capacity: usize) -> Result<Self> {
         let capacity = capacity.max(1);
         let shape = (cfg.n_kv_head, capacity, cfg.head_dim);
+        let blocked = device.is_cpu() && attention::uses_key_blocks(cfg.head_dim);
         let mut keys = Vec::with_capacity(cfg.n_layer);
         let mut values = Vec::with_capacity(cfg.n_layer);
+        let mut key_blocks = Vec::new();
         for _ in 0..cfg.n_layer {
-            keys.push(Tensor::zeros(shape, DType::F32, device)?);
+            if blocked {
+                let mut b = KeyBlocks::new(cfg.n_kv_head, cfg.head_dim);
+                b.reserve(capacity);
+                key_blocks.push(b);
+            } else {
+                keys.push(Tensor::zeros(shape, DType::F32, device)?);
+            }
             values.push(Tensor::zeros(shape, DType::F32, device)?);
         }
         Ok(Self {
             keys,
             values,
+            key_blocks,
             capacity,
             len: 0,
             pending: 0,
@@ -80,12 +96,12 @@ impl KvCache {
 
     /// Number of layers.
     pub fn n_layer(&self) -> usize {
-        self.keys.len()
+        self.values.len()
     }
 
     /// Bytes used per stored position (keys + values, all layers, f32).
     pub fn bytes_per_token(&self) -> usize {
-        2 * self.keys.len() * self.n_kv_head * self.head_dim * 4
+        2 * self.n_layer() * self.n_kv_head * self.head_dim * 4
     }
 
     /// Bytes allocated (capacity, not length).
@@ -131,18 +147,29 @@ impl KvCache {
         self.pending = t;
         let k = k.contiguous()?;
         let v = v.contiguous()?;
-        self.keys
+        self.values
             .get(layer)
             .context("layer out of range")?
-            .slice_set(&k, 1, self.len)?;
-        self.values[layer].slice_set(&v, 1, self.len)?;
+            .slice_set(&v, 1, self.len)?;
+        match self.key_blocks.get_mut(layer) {
+            Some(blocks) => blocks.write(self.len, &k.flatten_all()?.to_vec1::<f32>()?, t),
+            None => self.keys[layer].slice_set(&k, 1, self.len)?,
+        }
         Ok(())
     }
 
-    /// The whole key and value buffers of `layer` (`[n_kv_head, capacity, head_dim]`); the
-    /// first `len + pending` positions are valid.
-    pub fn layer_buffers(&self, layer: usize) -> (&Tensor, &Tensor) {
-        (&self.keys[layer], &self.values[layer])
+    /// The keys of `layer`; the first `len + pending` positions are valid.
+    pub fn layer_keys(&self, layer: usize) -> LayerKeys<'_> {
+        match self.key_blocks.get(layer) {
+            Some(b) => LayerKeys::Blocks(b),
+            None => LayerKeys::Rows(&self.keys[layer]),
+        }
+    }
+
+    /// The whole value buffer of `layer` (`[n_kv_head, capacity, head_dim]`); the first
+    /// `len + pending` positions are valid.
+    pub fn layer_values(&self, layer: usize) -> &Tensor {
+        &self.values[layer]
     }
 
     /// Make the pending positions (written for every layer) part of the cache.
@@ -175,19 +202,28 @@ impl KvCache {
         let shape = (self.n_kv_head, capacity, self.head_dim);
         let mut keys = Vec::with_capacity(self.keys.len());
         let mut values = Vec::with_capacity(self.values.len());
-        for (k, v) in self.keys.iter().zip(&self.values) {
-            let nk = Tensor::zeros(shape, DType::F32, &self.device)?;
-            let nv = Tensor::zeros(shape, DType::F32, &self.device)?;
-            if len > 0 {
-                nk.slice_set(&k.narrow(1, 0, len)?.contiguous()?, 1, 0)?;
-                nv.slice_set(&v.narrow(1, 0, len)?.contiguous()?, 1, 0)?;
+        for (src, dst) in [(&self.keys, &mut keys), (&self.values, &mut values)] {
+            for t in src {
+                let copy = Tensor::zeros(shape, DType::F32, &self.device)?;
+                if len > 0 {
+                    copy.slice_set(&t.narrow(1, 0, len)?.contiguous()?, 1, 0)?;
+                }
+                dst.push(copy);
             }
-            keys.push(nk);
-            values.push(nv);
         }
+        let key_blocks = self
+            .key_blocks
+            .iter()
+            .map(|b| {
+                let mut b = b.prefix(len);
+                b.reserve(capacity);
+                b
+            })
+            .collect();
         Ok(Self {
             keys,
             values,
+            key_blocks,
             capacity,
             len,
             pending: 0,
@@ -202,8 +238,16 @@ impl KvCache {
     /// Contiguous copies of the stored keys and values of `layer` (`[n_kv_head, len, head_dim]`),
     /// for saving.
     pub fn layer_data(&self, layer: usize) -> Result<(Tensor, Tensor)> {
+        let keys = match self.layer_keys(layer) {
+            LayerKeys::Rows(k) => k.narrow(1, 0, self.len)?.contiguous()?,
+            LayerKeys::Blocks(b) => Tensor::from_vec(
+                b.rows(self.len),
+                (self.n_kv_head, self.len, self.head_dim),
+                &self.device,
+            )?,
+        };
         Ok((
-            self.keys[layer].narrow(1, 0, self.len)?.contiguous()?,
+            keys,
             self.values[layer].narrow(1, 0, self.len)?.contiguous()?,
         ))
     }
@@ -231,12 +275,158 @@ impl KvCache {
                 k.dims()
             );
             if len > 0 {
-                cache.keys[i].slice_set(&k.to_device(device)?.to_dtype(DType::F32)?, 1, 0)?;
+                let k = k.to_device(device)?.to_dtype(DType::F32)?.contiguous()?;
                 cache.values[i].slice_set(&v.to_device(device)?.to_dtype(DType::F32)?, 1, 0)?;
+                match cache.key_blocks.get_mut(i) {
+                    Some(blocks) => blocks.write(0, &k.flatten_all()?.to_vec1::<f32>()?, len),
+                    None => cache.keys[i].slice_set(&k, 1, 0)?,
+                }
             }
         }
         cache.len = len;
         cache.tokens = tokens;
         Ok(cache)
+    }
+}
+
+/// Where one layer's keys are.
+pub enum LayerKeys<'a> {
+    /// `[n_kv_head, capacity, head_dim]`.
+    Rows(&'a Tensor),
+    /// The AVX-512 attention kernel's layout.
+    Blocks(&'a KeyBlocks),
+}
+
+/// One layer's keys in blocks of [`KeyBlocks::WIDTH`] positions, transposed within a block:
+/// `[block][kv_head][head_dim][WIDTH]`. Component `d` of one head's keys for 16 consecutive
+/// positions is contiguous, so the attention kernel scores 16 positions with one 512-bit
+/// load per component. Blocks are outermost, so the buffer grows without re-arranging.
+/// Lanes past the stored length hold stale or zero values; the kernel masks them.
+#[derive(Clone)]
+pub struct KeyBlocks {
+    data: Vec<f32>,
+    n_kv_head: usize,
+    head_dim: usize,
+}
+
+impl KeyBlocks {
+    /// Positions per block (one 512-bit register of f32).
+    pub const WIDTH: usize = 16;
+
+    /// No positions yet.
+    pub fn new(n_kv_head: usize, head_dim: usize) -> Self {
+        Self {
+            data: Vec::new(),
+            n_kv_head,
+            head_dim,
+        }
+    }
+
+    /// Floats per block (all heads).
+    fn block_len(&self) -> usize {
+        self.n_kv_head * self.head_dim * Self::WIDTH
+    }
+
+    /// Store `t` positions' keys (`[n_kv_head][t][head_dim]`) at positions `start..start + t`.
+    pub fn write(&mut self, start: usize, keys: &[f32], t: usize) {
+        let (nkv, hd, w) = (self.n_kv_head, self.head_dim, Self::WIDTH);
+        debug_assert_eq!(keys.len(), nkv * t * hd);
+        let needed = (start + t).div_ceil(w) * self.block_len();
+        if self.data.len() < needed {
+            self.data.resize(needed, 0.0);
+        }
+        for g in 0..nkv {
+            for p in 0..t {
+                let pos = start + p;
+                let base = ((pos / w * nkv + g) * hd) * w + pos % w;
+                let row = &keys[(g * t + p) * hd..(g * t + p + 1) * hd];
+                for (d, &x) in row.iter().enumerate() {
+                    self.data[base + d * w] = x;
+                }
+            }
+        }
+    }
+
+    /// Make room for `positions` without reallocating.
+    pub fn reserve(&mut self, positions: usize) {
+        let want = positions.div_ceil(Self::WIDTH) * self.block_len();
+        self.data.reserve(want.saturating_sub(self.data.len()));
+    }
+
+    /// The first `len` positions back in row layout, `[n_kv_head][len][head_dim]`.
+    pub fn rows(&self, len: usize) -> Vec<f32> {
+        let (nkv, hd, w) = (self.n_kv_head, self.head_dim, Self::WIDTH);
+        let mut out = vec![0f32; nkv * len * hd];
+        for g in 0..nkv {
+            for pos in 0..len {
+                let base = ((pos / w * nkv + g) * hd) * w + pos % w;
+                for d in 0..hd {
+                    out[(g * len + pos) * hd + d] = self.data[base + d * w];
+                }
+            }
+        }
+        out
+    }
+
+    /// A copy holding the blocks of the first `len` positions.
+    pub fn prefix(&self, len: usize) -> Self {
+        let n = (len.div_ceil(Self::WIDTH) * self.block_len()).min(self.data.len());
+        Self {
+            data: self.data[..n].to_vec(),
+            n_kv_head: self.n_kv_head,
+            head_dim: self.head_dim,
+        }
+    }
+
+    /// The blocks as one slice (`[block][kv_head][head_dim][WIDTH]`).
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// Key/value heads.
+    pub fn n_kv_head(&self) -> usize {
+        self.n_kv_head
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyBlocks;
+
+    #[test]
+    fn key_blocks_round_trip_and_prefix() {
+        let (nkv, hd) = (3, 8);
+        let total = 37;
+        // Position p, head g, component d holds a distinct value.
+        let value = |g: usize, p: usize, d: usize| (g * 10_000 + p * 100 + d) as f32;
+        let mut blocks = KeyBlocks::new(nkv, hd);
+        blocks.reserve(20);
+        for (start, t) in [(0, 5), (5, 1), (6, 31)] {
+            let mut part = Vec::new();
+            for g in 0..nkv {
+                for p in start..start + t {
+                    part.extend((0..hd).map(|d| value(g, p, d)));
+                }
+            }
+            blocks.write(start, &part, t);
+        }
+        let rows = blocks.rows(total);
+        for g in 0..nkv {
+            for p in 0..total {
+                for d in 0..hd {
+                    assert_eq!(rows[(g * total + p) * hd + d], value(g, p, d));
+                }
+            }
+        }
+        // Component d of positions 16..32 of head 1 is one contiguous run.
+        let w = KeyBlocks::WIDTH;
+        let run = &blocks.data()[((nkv + 1) * hd + 2) * w..][..w];
+        assert_eq!(
+            run,
+            &(16..32).map(|p| value(1, p, 2)).collect::<Vec<_>>()[..]
+        );
+        let short = blocks.prefix(20);
+        assert_eq!(short.rows(20), blocks.rows(20));
+        assert_eq!(short.data().len(), 2 * nkv * hd * w);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::engine::gguf::GgufFile;
 use crate::engine::kernels::QuantMatrix;
-use crate::engine::kv_cache::KvCache;
+use crate::engine::kv_cache::{KvCache, LayerKeys};
 use anyhow::Result;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
@@ -304,8 +304,15 @@ fn attend(
     let q = rope.apply(&q, offset)?;
     let k = rope.apply(&k, offset)?;
     cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
-    let (keys, values) = cache.layer_buffers(layer);
-    super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)
+    let values = cache.layer_values(layer);
+    match cache.layer_keys(layer) {
+        LayerKeys::Blocks(b) => {
+            super::attention::blocked_attention(&q.squeeze(0)?, b, values, offset)
+        }
+        LayerKeys::Rows(keys) => {
+            super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)
+        }
+    }
 }
 
 /// A token embedding table, kept quantized; rows are dequantized on lookup.

@@ -8,13 +8,127 @@
 //! which is what makes cached and recomputed logits disagree in other engines. No score
 //! matrix is materialised: a row's scores live in a per-thread buffer.
 //!
+//! Three CPU paths compute it: the AVX-512 group tiles of [`tiles`] over the cache's
+//! [`KeyBlocks`] ([`blocked_attention`], where [`uses_key_blocks`]), an AVX2 row kernel and a
+//! portable row kernel (both in [`causal_attention`]). Each is batch-invariant on its own.
 //! [`grouped_attention_reference`] is the straightforward tensor-op version, used on GPU
-//! devices and as the reference the kernel is tested against.
+//! devices and as the reference the kernels are tested against.
+
+#[cfg(target_arch = "x86_64")]
+mod tiles;
 
 use super::layers::ATTN_CHUNK;
-use anyhow::Result;
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use crate::engine::kv_cache::KeyBlocks;
+use anyhow::{bail, ensure, Result};
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
+
+/// Whether CPU attention for head size `hd` reads keys as [`KeyBlocks`]: on CPUs with the
+/// AVX-512 kernels (`QUIRE_CPU_KERNEL=avx2|portable` turns it off, as for the matmuls).
+pub fn uses_key_blocks(hd: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::engine::kernels::Isa;
+        tiles::supports(hd)
+            && Isa::detect() == Isa::Vnni
+           
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = hd;
+        false
+    }
+}
+
+/// Run `f` on the f32 slice of a contiguous CPU tensor.
+fn with_cpu_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(CpuStorage::F32(data)) = &*storage else {
+        bail!("attention: expected an f32 CPU tensor");
+    };
+    let Some((a, b)) = layout.contiguous_offsets() else {
+        bail!("attention: expected a contiguous tensor");
+    };
+    f(&data[a..b])
+}
+
+/// Attention for `q` (`[n_head, t, hd]`, positions `offset..offset+t`) over a layer's keys
+/// as [`KeyBlocks`] and its value buffer (`[n_kv_head, capacity, hd]`), with the AVX-512
+/// group tiles: one task per (position, kv head) computes all the query heads of that
+/// group. Returns `[t, n_head * hd]`. Only call where [`uses_key_blocks`] says so.
+#[cfg(target_arch = "x86_64")]
+pub fn blocked_attention(
+    q: &Tensor,
+    keys: &KeyBlocks,
+    values: &Tensor,
+    offset: usize,
+) -> Result<Tensor> {
+    let (nh, t, hd) = q.dims3()?;
+    let (nkv, cap, hd2) = values.dims3()?;
+    ensure!(
+        hd == hd2 && nh % nkv == 0 && nkv == keys.n_kv_head() && uses_key_blocks(hd),
+        "attention: incompatible shapes {:?} {:?}",
+        q.shape(),
+        values.shape()
+    );
+    let n = offset + t;
+    ensure!(
+        n <= cap && keys.data().len() >= n.div_ceil(KeyBlocks::WIDTH) * nkv * hd * KeyBlocks::WIDTH,
+        "attention: {n} positions exceed the cache"
+    );
+    let groups = nh / nkv;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let q = q.contiguous()?;
+    let mut out = vec![0f32; t * nh * hd];
+    with_cpu_slice(&q, |q| {
+        with_cpu_slice(values, |v| {
+            out.par_chunks_mut(groups * hd).enumerate().for_each_init(
+                || (Vec::new(), vec![0f32; groups * hd]),
+                |(scores, qrows), (idx, o)| {
+                    let (i, g) = (idx / nkv, idx % nkv);
+                    for r in 0..groups {
+                        let h = g * groups + r;
+                        qrows[r * hd..(r + 1) * hd]
+                            .copy_from_slice(&q[(h * t + i) * hd..(h * t + i + 1) * hd]);
+                    }
+                    let kv = tiles::KvHead {
+                        blocks: keys.data(),
+                        n_kv_head: nkv,
+                        head: g,
+                        values: &v[g * cap * hd..(g * cap + offset + i + 1) * hd],
+                    };
+                    // SAFETY: `uses_key_blocks` checked AVX-512 and the head size; the
+                    // blocks and values cover `offset + i + 1` positions (checked above).
+                    unsafe {
+                        tiles::attend_group(
+                            qrows,
+                            groups,
+                            &kv,
+                            offset + i + 1,
+                            hd,
+                            scale,
+                            scores,
+                            o,
+                        )
+                    };
+                },
+            );
+            Ok(())
+        })
+    })?;
+    Ok(Tensor::from_vec(out, (t, nh * hd), q.device())?)
+}
+
+/// Without x86-64 there are no AVX-512 tiles ([`uses_key_blocks`] is false).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn blocked_attention(
+    _q: &Tensor,
+    _keys: &KeyBlocks,
+    _values: &Tensor,
+    _offset: usize,
+) -> Result<Tensor> {
+    bail!("attention: key blocks need the x86-64 AVX-512 kernels")
+}
 
 /// The kernel as a Candle op over `(q, keys, values)`.
 /// `q`: `[n_head, t, hd]` contiguous; `keys`/`values`: the cache buffers
@@ -391,6 +505,116 @@ mod tests {
         // hd 16 runs the portable row kernel; 64 and 128 the AVX2 one where the CPU has it.
         for hd in [16, 64, 128] {
             check_kernel(hd);
+        }
+    }
+
+    #[test]
+    fn group_tiles_match_tensor_reference_and_are_batch_invariant() {
+        // Groups of 1, 3, 6, 7 (the test models' 3 and 7, Qwen 1.5B's 6) and 12 (> 8 rows
+        // per score tile); position counts that end mid-block.
+        for (hd, nh, nkv) in [
+            (64, 6, 2),
+            (128, 12, 2),
+            (64, 14, 2),
+            (64, 9, 3),
+            (64, 3, 3),
+        ] {
+            for total in [1, 16, 43, 70] {
+                check_group_tiles(hd, nh, nkv, total);
+            }
+        }
+        check_group_tiles(64, 12, 1, 37);
+    }
+
+    fn check_group_tiles(hd: usize, nh: usize, nkv: usize, total: usize) {
+        if !uses_key_blocks(hd) {
+            return;
+        }
+        let d = Device::Cpu;
+        let cap = 96;
+        let q = Tensor::randn(0f32, 1.0, (nh, total, hd), &d).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
+        let mut blocks = KeyBlocks::new(nkv, hd);
+        // Written in two appends, as a cache would.
+        let split = total / 3;
+        for (start, len) in [(0, split), (split, total - split)] {
+            let part = k.narrow(1, start, len).unwrap().contiguous().unwrap();
+            blocks.write(start, &part.flatten_all().unwrap().to_vec1().unwrap(), len);
+        }
+        let fast = blocked_attention(&q, &blocks, &v, 0).unwrap();
+        let reference = grouped_attention_reference(
+            &q,
+            &k.narrow(1, 0, total).unwrap(),
+            &v.narrow(1, 0, total).unwrap(),
+            0,
+        )
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap()
+        .reshape((total, nh * hd))
+        .unwrap();
+        let diff = (fast.clone() - reference)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(
+            diff < 1e-5,
+            "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
+        );
+        // Every split into cached positions + new rows gives the same bits.
+        for cached in [0, 1, total / 2, total - 1] {
+            let rows = total - cached;
+            let tail = blocked_attention(&q.narrow(1, cached, rows).unwrap(), &blocks, &v, cached)
+                .unwrap();
+            assert_eq!(
+                tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                fast.narrow(0, cached, rows)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap(),
+                "hd {hd} heads {nh}/{nkv}: rows after {cached} cached positions differ"
+            );
+        }
+        // A prefix copy of the blocks serves the first positions alike.
+        let half = total.div_ceil(2);
+        let short =
+            blocked_attention(&q.narrow(1, 0, half).unwrap(), &blocks.prefix(half), &v, 0).unwrap();
+        assert_eq!(
+            short.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            fast.narrow(0, 0, half)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_exp16_matches_exp8() {
+        if !uses_key_blocks(64) {
+            return;
+        }
+        for i in 0..20_000 {
+            let x = -90.0 + i as f32 * 0.0046;
+            // SAFETY: AVX-512 (implies AVX2 + FMA) checked above.
+            let (a, b) = unsafe {
+                use std::arch::x86_64::*;
+                let mut a = [0f32; 16];
+                let mut b = [0f32; 8];
+                _mm512_storeu_ps(a.as_mut_ptr(), tiles::exp16(_mm512_set1_ps(x)));
+                _mm256_storeu_ps(b.as_mut_ptr(), exp8(_mm256_set1_ps(x)));
+                (a[0], b[0])
+            };
+            assert_eq!(a, b, "exp({x})");
         }
     }
 

@@ -1,0 +1,250 @@
+//! AVX-512 attention for one *group tile*: the query heads that share a kv head, at one
+//! position. They see the same keys, so each block of keys is loaded once for all of
+//! them.
+//!
+//! Keys come in [`KeyBlocks`] (16 positions per block, transposed), so scores are computed
+//! with the 16 positions of a block in the 16 lanes of a register: for each head dimension
+//! `d`, one load of the keys' component `d` and one broadcast-FMA per query head. Each
+//! lane's score is a plain chain of FMAs over `d = 0..head_dim` — no horizontal sums, and
+//! nothing that depends on which other rows or positions are in the batch, so a row gives
+//! the same bits after a cached prefix as in a full recompute. The weighted sum of values
+//! runs over positions in order with the output in registers (64 dimensions × up to 4 heads
+//! at a time).
+//!
+//! [`KeyBlocks`]: crate::engine::kv_cache::KeyBlocks
+
+use crate::engine::kv_cache::KeyBlocks;
+use std::arch::x86_64::*;
+
+const W: usize = KeyBlocks::WIDTH;
+
+/// Most query rows scored together (2 blocks × 8 rows = 16 accumulators).
+const MAX_QK_ROWS: usize = 8;
+/// Most rows in one weighted-sum pass (4 rows × 4 registers = 16 accumulators).
+const MAX_PV_ROWS: usize = 4;
+/// Head dimensions per weighted-sum pass (4 registers).
+const PV_DIMS: usize = 64;
+
+/// Whether [`attend_group`] supports head size `hd`.
+pub fn supports(hd: usize) -> bool {
+    hd > 0 && hd.is_multiple_of(PV_DIMS)
+}
+
+/// Where one kv head's keys and values are.
+pub struct KvHead<'a> {
+    /// The layer's key blocks (all heads).
+    pub blocks: &'a [f32],
+    /// Key/value heads in `blocks`.
+    pub n_kv_head: usize,
+    /// This head's index.
+    pub head: usize,
+    /// This head's values, `[position][hd]` from position 0.
+    pub values: &'a [f32],
+}
+
+/// Attention for `rows` query rows (`q`: `[rows][hd]`) over positions `0..visible` of one
+/// kv head; writes `out` (`[rows][hd]`). `scores` is scratch space.
+///
+/// # Safety
+/// The CPU must have AVX-512F; `hd` must satisfy [`supports`]; `kv.blocks` must hold
+/// `visible.div_ceil(16)` blocks and `kv.values` `visible` rows.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn attend_group(
+    q: &[f32],
+    rows: usize,
+    kv: &KvHead,
+    visible: usize,
+    hd: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let nb = visible.div_ceil(W);
+    let stride = nb * W;
+    scores.clear();
+    // Scores, then one reciprocal sum per row.
+    scores.resize(rows * stride + rows, 0.0);
+    let block_stride = kv.n_kv_head * hd * W;
+    let head_off = kv.head * hd * W;
+    // Scores, block pair by block pair; all row chunks use a block while it is in L1.
+    let mut b = 0;
+    while b < nb {
+        let nblk = if b + 1 < nb { 2 } else { 1 };
+        let kb = kv.blocks.as_ptr().add(b * block_stride + head_off);
+        let mut r0 = 0;
+        while r0 < rows {
+            let r = (rows - r0).min(MAX_QK_ROWS);
+            let qp = q.as_ptr().add(r0 * hd);
+            let sp = scores.as_mut_ptr().add(r0 * stride + b * W);
+            let args = QkArgs {
+                q: qp,
+                keys: kb,
+                block_stride,
+                hd,
+                scores: sp,
+                score_stride: stride,
+                first_pos: b * W,
+                visible,
+                scale,
+            };
+            macro_rules! qk {
+                ($($n:literal)*) => {
+                    match (r, nblk) {
+                        $(($n, 2) => qk_tile::<$n, 2>(&args), ($n, _) => qk_tile::<$n, 1>(&args),)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            qk!(1 2 3 4 5 6 7 8);
+            r0 += r;
+        }
+        b += nblk;
+    }
+    // Softmax per row: max, exponentials and their sum, all in position order.
+    let inv = scores.as_mut_ptr().add(rows * stride);
+    for r in 0..rows {
+        let s = scores.as_mut_ptr().add(r * stride);
+        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
+        for c in 0..nb {
+            maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s.add(c * W)));
+        }
+        let maxv = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+        let mut sumv = _mm512_setzero_ps();
+        for c in 0..nb {
+            let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s.add(c * W)), maxv));
+            _mm512_storeu_ps(s.add(c * W), e);
+            sumv = _mm512_add_ps(sumv, e);
+        }
+        *inv.add(r) = 1.0 / _mm512_reduce_add_ps(sumv);
+    }
+    // Weighted values, 64 dimensions × up to 4 rows per pass; rows split evenly.
+    let chunks = rows.div_ceil(MAX_PV_ROWS);
+    let mut r0 = 0;
+    for c in 0..chunks {
+        let r = (rows - r0) / (chunks - c);
+        for d0 in (0..hd).step_by(PV_DIMS) {
+            let args = PvArgs {
+                probs: scores.as_ptr().add(r0 * stride),
+                prob_stride: stride,
+                values: kv.values.as_ptr().add(d0),
+                hd,
+                visible,
+                inv: inv.add(r0),
+                out: out.as_mut_ptr().add(r0 * hd + d0),
+            };
+            match r {
+                1 => pv_tile::<1>(&args),
+                2 => pv_tile::<2>(&args),
+                3 => pv_tile::<3>(&args),
+                4 => pv_tile::<4>(&args),
+                _ => unreachable!(),
+            }
+        }
+        r0 += r;
+    }
+}
+
+struct QkArgs {
+    q: *const f32,
+    keys: *const f32,
+    block_stride: usize,
+    hd: usize,
+    scores: *mut f32,
+    score_stride: usize,
+    first_pos: usize,
+    visible: usize,
+    scale: f32,
+}
+
+/// Scores of `R` query rows against `NB` consecutive key blocks: `R × NB` accumulators,
+/// each a chain of FMAs over the head dimensions; lanes at or past `visible` become −∞.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn qk_tile<const R: usize, const NB: usize>(a: &QkArgs) {
+    let mut acc = [[_mm512_setzero_ps(); NB]; R];
+    for d in 0..a.hd {
+        let k: [__m512; NB] =
+            std::array::from_fn(|n| _mm512_loadu_ps(a.keys.add(n * a.block_stride + d * W)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let qv = _mm512_set1_ps(*a.q.add(r * a.hd + d));
+            for n in 0..NB {
+                acc[n] = _mm512_fmadd_ps(qv, k[n], acc[n]);
+            }
+        }
+    }
+    let scale = _mm512_set1_ps(a.scale);
+    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    for n in 0..NB {
+        let first = a.first_pos + n * W;
+        let live = a.visible.saturating_sub(first).min(W);
+        let mask: __mmask16 = if live == W {
+            0xffff
+        } else {
+            (1u16 << live) - 1
+        };
+        for (r, acc) in acc.iter().enumerate() {
+            let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
+            _mm512_storeu_ps(a.scores.add(r * a.score_stride + n * W), s);
+        }
+    }
+}
+
+struct PvArgs {
+    probs: *const f32,
+    prob_stride: usize,
+    values: *const f32,
+    hd: usize,
+    visible: usize,
+    inv: *const f32,
+    out: *mut f32,
+}
+
+/// `out[r][0..64] = inv[r] · Σ_j probs[r][j] · values[j][0..64]` for `R` rows, positions in
+/// order, the 4 × `R` output registers held across all positions.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn pv_tile<const R: usize>(a: &PvArgs) {
+    let mut acc = [[_mm512_setzero_ps(); 4]; R];
+    for j in 0..a.visible {
+        let vp = a.values.add(j * a.hd);
+        let v: [__m512; 4] = std::array::from_fn(|c| _mm512_loadu_ps(vp.add(c * W)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let w = _mm512_set1_ps(*a.probs.add(r * a.prob_stride + j));
+            for c in 0..4 {
+                acc[c] = _mm512_fmadd_ps(w, v[c], acc[c]);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        let inv = _mm512_set1_ps(*a.inv.add(r));
+        for (c, x) in acc.iter().enumerate() {
+            _mm512_storeu_ps(a.out.add(r * a.hd + c * W), _mm512_mul_ps(*x, inv));
+        }
+    }
+}
+
+/// `e^x` for sixteen lanes, the same method as the AVX2 `exp8`: `x = n·ln2 + r`, a degree-6
+/// polynomial for `e^r`, `2^n` in the exponent bits; below −87.3 (and for −∞) it is 0.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn exp16(x: __m512) -> __m512 {
+    let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3), _CMP_LT_OQ);
+    let x = _mm512_max_ps(x, _mm512_set1_ps(-87.3));
+    let n = _mm512_roundscale_ps(
+        _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+    );
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_145_75), x);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428_606_8e-6), r);
+    let mut p = _mm512_set1_ps(1.0 / 720.0);
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    }
+    let pow2 = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)),
+        23,
+    );
+    let e = _mm512_mul_ps(p, _mm512_castsi512_ps(pow2));
+    _mm512_maskz_mov_ps(!underflow, e)
+}
