@@ -8,7 +8,7 @@
 //! format's integer offset inside the integer dot product) and `d · Σq` (for formats with a
 //! minimum).
 
-use super::formats::{BLOCK, LANES};
+use super::formats::{min_len, BLOCK, LANES};
 use rayon::prelude::*;
 
 /// `round(v · inv)` clamped to ±127 (half away from zero, without a libm call).
@@ -100,7 +100,10 @@ impl QuantizedRows {
 
 /// `m` rows of `k` activations quantized per 256 values, for K-quant weights: one f32
 /// scale per 256 values (so a whole super-block's integer sums can be added up before any
-/// float work) and the sum of every 16 values.
+/// float work), the sum of every 16 values, and the scaled sum of every 32 (the
+/// activations' side of Q4_K's minimum term, see [`min_len`]).
+///
+/// [`min_len`]: super::formats::min_len
 #[derive(Debug, Clone)]
 pub struct QuantizedRowsK {
     /// Rows.
@@ -113,6 +116,8 @@ pub struct QuantizedRowsK {
     pub d: Vec<f32>,
     /// `m × k/16` sums of each group of 16 values.
     pub group_sums: Vec<i16>,
+    /// `m × min_len(k)`: `d · Σ q` of each 32-value block, then zeros.
+    pub block_sums: Vec<f32>,
 }
 
 impl QuantizedRowsK {
@@ -129,12 +134,15 @@ impl QuantizedRowsK {
             qs: vec![0; m * k],
             d: vec![0.0; m * k / 256],
             group_sums: vec![0; m * k / 16],
+            block_sums: vec![0.0; m * min_len(k)],
         };
+        let ml = min_len(k);
         x.par_chunks(k * ROWS_PER_TASK)
             .zip(out.qs.par_chunks_mut(k * ROWS_PER_TASK))
             .zip(out.d.par_chunks_mut(k / 256 * ROWS_PER_TASK))
             .zip(out.group_sums.par_chunks_mut(k / 16 * ROWS_PER_TASK))
-            .for_each(|(((x, qs), ds), gsums)| {
+            .zip(out.block_sums.par_chunks_mut(ml * ROWS_PER_TASK))
+            .for_each(|((((x, qs), ds), gsums), bsums)| {
                 for (b, (xb, qb)) in x
                     .chunks_exact(256)
                     .zip(qs.chunks_exact_mut(256))
@@ -154,6 +162,12 @@ impl QuantizedRowsK {
                         gsums[b * 16 + g] = sum;
                     }
                     ds[b] = d;
+                    // Row `b / nsb`, super-block `b % nsb`.
+                    let (row, sb) = (b / (k / 256), b % (k / 256));
+                    for l in 0..8 {
+                        let pair = gsums[b * 16 + 2 * l] as i32 + gsums[b * 16 + 2 * l + 1] as i32;
+                        bsums[row * ml + sb * 8 + l] = d * pair as f32;
+                    }
                 }
             });
         out

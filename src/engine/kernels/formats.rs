@@ -142,6 +142,11 @@ impl DecodedRow {
 /// `sc` holds one 16-bit scale per pair of weights (the layout `vpmaddwd` multiplies by);
 /// `corr` holds per 16-weight group the Q4_K minimum, or for Q6_K the group's scale (the
 /// kernels use it to subtract the offset `o` with the activations' group sums).
+///
+/// `mins` holds Q4_K's minimum per 32 weights as f32 (`dmin · m`, exact), zero-padded to
+/// [`min_len`]: the minimum term is a plain float dot product with the activations'
+/// `block_sums`, computed once per output after the integer tile (see
+/// [`super::portable::min_term`]).
 #[derive(Debug, Clone)]
 pub struct DecodedRowK {
     /// `k` unsigned values.
@@ -154,6 +159,14 @@ pub struct DecodedRowK {
     pub d: Vec<f32>,
     /// `k / 256` super-block minimum scales (Q4_K; zero for Q6_K).
     pub dmin: Vec<f32>,
+    /// [`min_len`]`(k)` minimums per 32 weights (Q4_K), then zeros.
+    pub mins: Vec<f32>,
+}
+
+/// Length of the per-32 minimum and block-sum vectors for rows of `k` values: `k / 32`
+/// rounded up to a multiple of 16 (whole 512-bit registers; the padding is zeros).
+pub fn min_len(k: usize) -> usize {
+    (k / 32).next_multiple_of(16)
 }
 
 impl DecodedRowK {
@@ -165,6 +178,7 @@ impl DecodedRowK {
             corr: vec![0; k / 16],
             d: vec![0.0; k / 256],
             dmin: vec![0.0; k / 256],
+            mins: vec![0.0; min_len(k)],
         }
     }
 
@@ -197,6 +211,7 @@ pub fn decode_row_k_scalar(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
                     let b = sb * 8 + j;
                     row.sc[b * 16..b * 16 + 16].fill(sc as i16);
                     row.corr[b * 2..b * 2 + 2].fill(m as i16);
+                    row.mins[b] = row.dmin[sb] * m as f32;
                     let q = &qs[(j / 2) * 32..(j / 2) * 32 + 32];
                     for (i, &v) in q.iter().enumerate() {
                         row.u[b * BLOCK + i] = if j % 2 == 0 { v & 0x0F } else { v >> 4 };

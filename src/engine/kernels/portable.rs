@@ -5,7 +5,7 @@
 //! accumulators are added lane by lane, then summed by [`hsum`].
 
 use super::activations::{QuantizedRows, QuantizedRowsK};
-use super::formats::{DecodedRow, DecodedRowK, BLOCK, LANES};
+use super::formats::{min_len, DecodedRow, DecodedRowK, BLOCK, LANES};
 
 /// Sum eight lane accumulators in the order the SIMD kernels use:
 /// `((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7))`.
@@ -22,6 +22,22 @@ pub fn min_term(w: &DecodedRow, x: &QuantizedRows, row: usize) -> f32 {
     w.t.iter()
         .zip(sums)
         .fold(0.0f32, |acc, (t, s)| t.mul_add(*s, acc))
+}
+
+/// Q4_K's minimum term for activation row `row`: `Σ_i mins[i] · block_sums[i]` over the
+/// [`min_len`] entries, element `i` fused-multiply-added into lane `i % 16` of sixteen
+/// accumulators (one 512-bit register; two 256-bit ones hold lanes 0–7 and 8–15), whose
+/// two halves are added lane by lane and then summed by [`hsum`]. The zero padding leaves
+/// the lanes unchanged, so a kernel that walks the super-blocks one at a time (lanes 0–7
+/// for even ones, 8–15 for odd ones) gets the same bits.
+pub fn min_term_k(w: &DecodedRowK, x: &QuantizedRowsK, row: usize) -> f32 {
+    let n = min_len(x.k);
+    let sums = &x.block_sums[row * n..(row + 1) * n];
+    let mut acc = [0.0f32; 2 * LANES];
+    for (i, (m, s)) in w.mins.iter().zip(sums).enumerate() {
+        acc[i % (2 * LANES)] = m.mul_add(*s, acc[i % (2 * LANES)]);
+    }
+    hsum(&std::array::from_fn(|l| acc[l] + acc[l + LANES]))
 }
 
 /// Dot products of activation rows `r0..r0+R` with the `J` decoded weight rows.
@@ -66,8 +82,8 @@ pub fn tile<const R: usize, const J: usize>(
 /// `scale · u · q` (pairs of products, as `vpmaddubsw` + `vpmaddwd` form them) for the even
 /// and the odd blocks apart, the offset removed from the even sums with the activations'
 /// 16-value group sums, then one fused multiply-add by `d · dx` per lane into an even and
-/// an odd accumulator (added lane by lane at the end, then [`hsum`]); Q4_K's minimums
-/// accumulate apart (`with_min`) and are subtracted last.
+/// an odd accumulator (added lane by lane at the end, then [`hsum`]); Q4_K's minimum term
+/// ([`min_term_k`], `with_min`) is subtracted last.
 pub fn tile_k<const R: usize, const J: usize>(
     w: [&DecodedRowK; J],
     x: &QuantizedRowsK,
@@ -83,7 +99,6 @@ pub fn tile_k<const R: usize, const J: usize>(
         for (j, out_rj) in out_r.iter_mut().enumerate() {
             let wj = w[j];
             let mut acc = [[0.0f32; LANES]; 2];
-            let mut accm = [0.0f32; LANES];
             for sb in 0..nsb {
                 let mut isum = [[0i32; LANES]; 2];
                 for blk in 0..8 {
@@ -100,7 +115,6 @@ pub fn tile_k<const R: usize, const J: usize>(
                 }
                 let dx = x.d[xr * nsb + sb];
                 let dd = wj.d[sb] * dx;
-                let dm = wj.dmin[sb] * dx;
                 let gs = &x.group_sums[(xr * k + sb * 256) / 16..][..16];
                 let corr = &wj.corr[sb * 16..sb * 16 + 16];
                 for l in 0..LANES {
@@ -109,15 +123,12 @@ pub fn tile_k<const R: usize, const J: usize>(
                     let even = isum[0][l] - o as i32 * c;
                     acc[0][l] = (even as f32).mul_add(dd, acc[0][l]);
                     acc[1][l] = (isum[1][l] as f32).mul_add(dd, acc[1][l]);
-                    if with_min {
-                        accm[l] = (c as f32).mul_add(dm, accm[l]);
-                    }
                 }
             }
             let lanes: [f32; LANES] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
             let mut y = hsum(&lanes);
             if with_min {
-                y -= hsum(&accm);
+                y -= min_term_k(wj, x, xr);
             }
             *out_rj = y;
         }

@@ -290,6 +290,59 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     finish(&sum, w, x, r0, with_min, out);
 }
 
+/// Q4_K's minimum term with two 256-bit accumulators (lanes 0–7 and 8–15 of
+/// [`super::portable::min_term_k`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn min_term_k_avx2(mins: *const f32, x: &QuantizedRowsK, row: usize) -> f32 {
+    let n = super::formats::min_len(x.k);
+    let s = x.block_sums.as_ptr().add(row * n);
+    let mut a = [_mm256_setzero_ps(); 2];
+    for c in (0..n).step_by(16) {
+        for (h, a) in a.iter_mut().enumerate() {
+            let i = c + h * 8;
+            *a = _mm256_fmadd_ps(_mm256_loadu_ps(mins.add(i)), _mm256_loadu_ps(s.add(i)), *a);
+        }
+    }
+    hsum(_mm256_add_ps(a[0], a[1]))
+}
+
+/// Q4_K's minimum terms of a whole `R × J` tile, one 512-bit accumulator each (lanes as
+/// in [`super::portable::min_term_k`]), all advanced together so their chains overlap.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn min_terms_k_zmm<const R: usize, const J: usize>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+) -> [[f32; J]; R] {
+    let n = super::formats::min_len(x.k);
+    let mut a = [[_mm512_setzero_ps(); J]; R];
+    for c in (0..n).step_by(16) {
+        let mut m = [_mm512_setzero_ps(); J];
+        for j in 0..J {
+            m[j] = _mm512_loadu_ps(w[j].mins.as_ptr().add(c));
+        }
+        for (r, a) in a.iter_mut().enumerate() {
+            let s = _mm512_loadu_ps(x.block_sums.as_ptr().add((r0 + r) * n + c));
+            for j in 0..J {
+                a[j] = _mm512_fmadd_ps(m[j], s, a[j]);
+            }
+        }
+    }
+    let mut out = [[0.0f32; J]; R];
+    for r in 0..R {
+        for j in 0..J {
+            let v = a[r][j];
+            out[r][j] = hsum(_mm256_add_ps(
+                _mm512_castps512_ps256(v),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)),
+            ));
+        }
+    }
+    out
+}
+
 /// `acc + Σ pairs a·b` (`vpdpwssd`) as one instruction. Written as inline assembly because
 /// LLVM's generic tuning splits the intrinsic into `vpmaddwd` + `vpaddd`, which costs the
 /// K-quant tile a third more instructions in its inner loop.
@@ -360,6 +413,7 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
                         store_sc(row, b, sc as i16, sc as i16);
                         row.corr[b * 2] = m as i16;
                         row.corr[b * 2 + 1] = m as i16;
+                        row.mins[b] = row.dmin[sb] * m as f32;
                         store_u(row, b, u);
                     }
                 }
@@ -405,7 +459,6 @@ unsafe fn tile_k_body<const R: usize, const J: usize>(
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
     // [even blocks, odd blocks] per pair: the canonical order (see `super::portable::tile_k`).
     let mut acc = [[[_mm256_setzero_ps(); 2]; J]; R];
-    let mut accm = [[_mm256_setzero_ps(); J]; R];
     for sb in 0..nsb {
         let mut isum = [[[_mm256_setzero_si256(); 2]; J]; R];
         for pair in 0..4 {
@@ -431,32 +484,32 @@ unsafe fn tile_k_body<const R: usize, const J: usize>(
         }
         let mut corr = [_mm256_setzero_si256(); J];
         let mut dw = [_mm256_setzero_ps(); J];
-        let mut dmw = [_mm256_setzero_ps(); J];
         for j in 0..J {
-            corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            if o != 0 {
+                corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            }
             dw[j] = _mm256_set1_ps(*w[j].d.get_unchecked(sb));
-            dmw[j] = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb));
         }
         for r in 0..R {
             let xr = r0 + r;
-            let gs = _mm256_loadu_si256(
-                x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
-            );
+            let gs = if o != 0 {
+                _mm256_loadu_si256(
+                    x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
+                )
+            } else {
+                _mm256_setzero_si256()
+            };
             let dx = _mm256_set1_ps(*x.d.get_unchecked(xr * nsb + sb));
             for j in 0..J {
-                let c = _mm256_madd_epi16(gs, corr[j]);
                 let even = if o == 0 {
                     isum[r][j][0]
                 } else {
+                    let c = _mm256_madd_epi16(gs, corr[j]);
                     _mm256_sub_epi32(isum[r][j][0], _mm256_sll_epi32(c, shift))
                 };
                 let dd = _mm256_mul_ps(dw[j], dx);
                 acc[r][j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][j][0]);
                 acc[r][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j][1]), dd, acc[r][j][1]);
-                if with_min {
-                    let dm = _mm256_mul_ps(dmw[j], dx);
-                    accm[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, accm[r][j]);
-                }
             }
         }
     }
@@ -464,7 +517,7 @@ unsafe fn tile_k_body<const R: usize, const J: usize>(
         for j in 0..J {
             let mut y = hsum(_mm256_add_ps(acc[r][j][0], acc[r][j][1]));
             if with_min {
-                y -= hsum(accm[r][j]);
+                y -= min_term_k_avx2(w[j].mins.as_ptr(), x, r0 + r);
             }
             out[r][j] = y;
         }
@@ -505,7 +558,10 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     let p = bytes.as_ptr();
     let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    let mut accm = [_mm256_setzero_ps(); R];
+    // Q4_K's minimum term in the order of `super::portable::min_term_k`: lanes 0–7 take the
+    // even super-blocks, 8–15 the odd ones.
+    let mut accm = [[_mm256_setzero_ps(); 2]; R];
+    let ml = super::formats::min_len(k);
     let dot = |isum: __m256i, u: __m256i, sc: __m256i, q: *const i8| -> __m256i {
         let prod = _mm256_maddubs_epi16(u, _mm256_loadu_si256(q as *const __m256i));
         if VNNI {
@@ -518,7 +574,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
         // Two integer accumulators (even and odd blocks) to shorten the dependency chain.
         let mut is = [[_mm256_setzero_si256(); 2]; R];
         let xs: [*const i8; R] = std::array::from_fn(|r| xq[r].add(sb * 256));
-        let (d, dmin, corr) = match format {
+        let (d, corr) = match format {
             Format::Q4K => {
                 let blk = &bytes[sb * 144..sb * 144 + 144];
                 let scales = &blk[4..16];
@@ -538,10 +594,18 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                         is[r][1] = dot(is[r][1], u1, s1, xs[r].add(pair * 64 + 32));
                     }
                 }
-                let m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(mn.as_ptr() as *const __m128i));
-                let corr =
-                    _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-                (f16_at(blk), f16_at(&blk[2..]), corr)
+                let dmin = f16_at(&blk[2..]);
+                let mins = _mm256_mul_ps(
+                    _mm256_set1_ps(dmin),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        mn.as_ptr() as *const __m128i
+                    ))),
+                );
+                for r in 0..R {
+                    let s = _mm256_loadu_ps(x.block_sums.as_ptr().add((r0 + r) * ml + sb * 8));
+                    accm[r][sb % 2] = _mm256_fmadd_ps(mins, s, accm[r][sb % 2]);
+                }
+                (f16_at(blk), _mm256_setzero_si256())
             }
             _ => {
                 let base = sb * 210;
@@ -561,34 +625,32 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                 }
                 let corr =
                     _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(base + 192) as *const __m128i));
-                (f16_at(&bytes[base + 208..]), 0.0, corr)
+                (f16_at(&bytes[base + 208..]), corr)
             }
         };
         let dw = _mm256_set1_ps(d);
-        let dmw = _mm256_set1_ps(dmin);
         for r in 0..R {
-            let gs = _mm256_loadu_si256(
-                x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const __m256i
-            );
             let dx = _mm256_set1_ps(*x.d.get_unchecked((r0 + r) * nsb + sb));
-            let c = _mm256_madd_epi16(gs, corr);
             let even = if o == 0 {
                 is[r][0]
             } else {
+                let gs = _mm256_loadu_si256(
+                    x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const __m256i,
+                );
+                let c = _mm256_madd_epi16(gs, corr);
                 _mm256_sub_epi32(is[r][0], _mm256_sll_epi32(c, shift))
             };
             let dd = _mm256_mul_ps(dw, dx);
             acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), dd, acc[r][1]);
-            if with_min {
-                accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(dmw, dx), accm[r]);
-            }
         }
     }
     std::array::from_fn(|r| {
         let mut y = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
         if with_min {
-            y -= hsum(accm[r]);
+            // The zero padding of an odd super-block count adds 0·0 to the odd lanes,
+            // which leaves them unchanged: nothing to replay here.
+            y -= hsum(_mm256_add_ps(accm[r][0], accm[r][1]));
         }
         y
     })
@@ -746,9 +808,6 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
     // Lanes 0–7: even blocks, 8–15: odd blocks (the canonical order).
     let mut acc = [[_mm512_setzero_ps(); J]; R];
-    // Minimum terms live in memory (touched once per super-block) to leave registers to
-    // the integer accumulators.
-    let mut accm = [[[0.0f32; LANES]; J]; R];
     for sb in 0..nsb {
         let mut isum = [[_mm512_setzero_si512(); J]; R];
         for pair in 0..4 {
@@ -769,24 +828,27 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
         }
         let mut corr = [_mm256_setzero_si256(); J];
         let mut dw = [_mm512_setzero_ps(); J];
-        let mut dmw = [_mm256_setzero_ps(); J];
         for j in 0..J {
-            corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            if o != 0 {
+                corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+            }
             dw[j] = _mm512_set1_ps(*w[j].d.get_unchecked(sb));
-            dmw[j] = _mm256_set1_ps(*w[j].dmin.get_unchecked(sb));
         }
         for r in 0..R {
             let xr = r0 + r;
-            let gs = _mm256_loadu_si256(
-                x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
-            );
-            let dxs = *x.d.get_unchecked(xr * nsb + sb);
-            let dx = _mm512_set1_ps(dxs);
+            let gs = if o != 0 {
+                _mm256_loadu_si256(
+                    x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
+                )
+            } else {
+                _mm256_setzero_si256()
+            };
+            let dx = _mm512_set1_ps(*x.d.get_unchecked(xr * nsb + sb));
             for j in 0..J {
-                let c = _mm256_madd_epi16(gs, corr[j]);
                 let s = if o == 0 {
                     isum[r][j]
                 } else {
+                    let c = _mm256_madd_epi16(gs, corr[j]);
                     _mm512_sub_epi32(
                         isum[r][j],
                         _mm512_zextsi256_si512(_mm256_sll_epi32(c, shift)),
@@ -794,17 +856,14 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
                 };
                 let dd = _mm512_mul_ps(dw[j], dx);
                 acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd, acc[r][j]);
-                if with_min {
-                    let dm = _mm256_mul_ps(dmw[j], _mm512_castps512_ps256(dx));
-                    let a = accm[r][j].as_mut_ptr();
-                    _mm256_storeu_ps(
-                        a,
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), dm, _mm256_loadu_ps(a)),
-                    );
-                }
             }
         }
     }
+    let mins = if with_min {
+        min_terms_k_zmm::<R, J>(w, x, r0)
+    } else {
+        [[0.0; J]; R]
+    };
     for r in 0..R {
         for j in 0..J {
             let halves = _mm256_add_ps(
@@ -813,7 +872,7 @@ pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
             );
             let mut y = hsum(halves);
             if with_min {
-                y -= hsum(_mm256_loadu_ps(accm[r][j].as_ptr()));
+                y -= mins[r][j];
             }
             out[r][j] = y;
         }

@@ -29,9 +29,7 @@ pub fn uses_key_blocks(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::engine::kernels::Isa;
-        tiles::supports(hd)
-            && Isa::detect() == Isa::Vnni
-           
+        tiles::supports(hd) && Isa::detect() == Isa::Vnni
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
