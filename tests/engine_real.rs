@@ -296,7 +296,9 @@ fn batched_generation_equals_sequential() {
             .zip(&prompts)
             .map(|(c, p)| (c, p.as_slice()))
             .collect();
-        let together = e.generate_batch(&mut jobs, &params).unwrap();
+        let together = e
+            .generate_batch(&mut jobs, std::slice::from_ref(&params))
+            .unwrap();
         for (a, b) in alone.iter().zip(&together) {
             assert!(!a.tokens.is_empty(), "{name}");
             assert_eq!(a.tokens, b.tokens, "{name}");

@@ -157,9 +157,17 @@ fn backend_reuses_prefix_from_memory_and_from_disk() {
             "{name}: cached output differs from recompute"
         );
         // Throughput mode: the same requests decoded together give the same replies, and
-        // all but the first find the prefix in memory.
+        // all but the first find the prefix in memory; each keeps its own token limit.
         let texts = ["Latency matters.", "Tokens are cheap.", "Caches save time."];
-        let reqs: Vec<_> = texts.iter().map(|t| request(t)).collect();
+        let reqs: Vec<_> = texts
+            .iter()
+            .zip([10, 4, 7])
+            .map(|(t, n)| {
+                let mut r = request(t);
+                r.params.max_new_tokens = n;
+                r
+            })
+            .collect();
         let alone: Vec<_> = reqs.iter().map(|r| a.complete(r).unwrap()).collect();
         let together = c.complete_batch(&reqs).unwrap();
         for (x, y) in alone.iter().zip(&together) {

@@ -120,6 +120,17 @@ fn translate_rerun_resume_and_lock() {
     }
     let run = json(&a.join("run.json"));
     assert!(run["totals"]["calls"].as_u64().unwrap() >= 3);
+    // Units were translated together (throughput mode): a batched call's engine time is a
+    // share of its wall time.
+    assert!(
+        run["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["agent"] == "translate"
+                && c["busy_seconds"].as_f64().unwrap() < c["latency_seconds"].as_f64().unwrap()),
+        "no translation batch: {run:#}"
+    );
     assert!(
         run["totals"]["cached_prefix_tokens"].as_u64().unwrap() > 0,
         "the prefix cache was not used"
@@ -251,7 +262,25 @@ fn translate_rerun_resume_and_lock() {
             >= last["prompt_tokens"].as_u64().unwrap()
     );
 
-    // 7. A second run on a directory that is in use is refused.
+    // 7. One unit at a time gives the same book as the batched run.
+    let e = tmp.path().join("e");
+    let st = translate_cmd(&e, &cache)
+        .args(["--batch", "1"])
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|x| x == 0 || x == 1));
+    assert_eq!(
+        read_book(&e),
+        book,
+        "--batch 1 output differs from the batched run"
+    );
+    assert!(json(&e.join("run.json"))["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["busy_seconds"] == c["latency_seconds"] || c["agent"] != "translate"));
+
+    // 8. A second run on a directory that is in use is refused.
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

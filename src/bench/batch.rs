@@ -117,7 +117,7 @@ pub fn run(opts: &BatchBenchOptions) -> Result<BatchReport> {
             .zip(chosen)
             .map(|(c, p)| (c, p.as_slice()))
             .collect();
-        let together = engine.generate_batch(&mut jobs, &params)?;
+        let together = engine.generate_batch(&mut jobs, std::slice::from_ref(&params))?;
         let decoded: usize = seq_tokens.iter().map(|t| t.len().saturating_sub(1)).sum();
         let batch_seconds = together.first().map_or(0.0, |g| g.decode_seconds);
         let per_s = |s: f64| if s > 0.0 { decoded as f64 / s } else { 0.0 };

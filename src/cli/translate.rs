@@ -67,6 +67,10 @@ pub struct TranslateArgs {
     /// Do not keep prefix KV caches on disk.
     #[arg(long)]
     pub no_disk_cache: bool,
+    /// Units translated together (throughput mode: one forward pass advances all of them;
+    /// the output is the same as one at a time). 1 = one at a time; single mode always is.
+    #[arg(long, default_value_t = crate::engine::kernels::SMALL_BATCH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub batch: usize,
 }
 
 /// Parse "90", "90s", "20m", "2h".
@@ -118,6 +122,7 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
                     .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
             )
         },
+        batch: args.batch,
     };
     let json = opts.progress == ProgressMode::JsonLines;
     let Some(s) = run(&opts)? else { return Ok(0) };

@@ -38,8 +38,11 @@ pub struct Completion {
     pub cache_source: &'static str,
     /// Generated tokens.
     pub completion_tokens: usize,
-    /// Wall seconds for the call.
+    /// Wall seconds for the call (for a batched call: the batch's).
     pub latency_seconds: f64,
+    /// Engine seconds attributable to this reply: the latency, or the batch's wall time
+    /// divided among its replies (so that summing over replies counts each second once).
+    pub busy_seconds: f64,
     /// Seconds to first token.
     pub ttft_seconds: f64,
     /// Why generation ended.
@@ -165,27 +168,28 @@ impl ChatBackend for LocalBackend {
         let gen = self
             .engine
             .generate(&mut p.cache, &p.tokens, &req.params, &mut |_| {})?;
+        let wall = start.elapsed().as_secs_f64();
         Ok(Completion {
             text: gen.text,
             prompt_tokens: p.tokens.len(),
             cached_tokens: p.hit,
             cache_source: p.source,
             completion_tokens: gen.tokens.len(),
-            latency_seconds: start.elapsed().as_secs_f64(),
-            ttft_seconds: start.elapsed().as_secs_f64() - gen.decode_seconds,
+            latency_seconds: wall,
+            busy_seconds: wall,
+            ttft_seconds: wall - gen.decode_seconds,
             finish: gen.finish,
         })
     }
 
-    /// Up to [`SMALL_BATCH`] requests with the same generation parameters are decoded
-    /// together ([`Engine::generate_batch`]); each reply's latency is the batch's wall time.
+    /// Up to [`SMALL_BATCH`] requests are decoded together ([`Engine::generate_batch`]),
+    /// each with its own generation parameters; each reply's latency is the batch's wall
+    /// time.
     fn complete_batch(&mut self, reqs: &[ChatRequest]) -> Result<Vec<Completion>> {
         let mut out = Vec::with_capacity(reqs.len());
         for group in reqs.chunks(SMALL_BATCH) {
-            if group.len() == 1 || group.iter().any(|r| r.params != group[0].params) {
-                for r in group {
-                    out.push(self.complete(r)?);
-                }
+            if group.len() == 1 {
+                out.push(self.complete(&group[0])?);
                 continue;
             }
             let start = Instant::now();
@@ -197,7 +201,8 @@ impl ChatBackend for LocalBackend {
                 .iter_mut()
                 .map(|p| (&mut p.cache, p.tokens.as_slice()))
                 .collect();
-            let gens = self.engine.generate_batch(&mut jobs, &group[0].params)?;
+            let params: Vec<GenerationParams> = group.iter().map(|r| r.params.clone()).collect();
+            let gens = self.engine.generate_batch(&mut jobs, &params)?;
             let wall = start.elapsed().as_secs_f64();
             for (p, gen) in prepared.iter().zip(gens) {
                 out.push(Completion {
@@ -207,6 +212,7 @@ impl ChatBackend for LocalBackend {
                     cache_source: p.source,
                     completion_tokens: gen.tokens.len(),
                     latency_seconds: wall,
+                    busy_seconds: wall / group.len() as f64,
                     ttft_seconds: wall - gen.decode_seconds,
                     finish: gen.finish,
                 });

@@ -242,20 +242,29 @@ impl Engine {
     /// prefix), then all unfinished sequences advance by one token per forward pass, so the
     /// weights are read once per step for the whole batch. The results are identical to
     /// calling [`Self::generate`] on each prompt in turn; only the wall time differs. Each
-    /// generation's `decode_seconds` is the wall time of the shared decode loop.
+    /// generation's `decode_seconds` is the wall time of the shared decode loop. `params`
+    /// holds one entry per job, or one for all; sequences with fewer tokens to generate
+    /// leave the batch when they end.
     pub fn generate_batch(
         &self,
         jobs: &mut [(&mut KvCache, &[u32])],
-        params: &GenerationParams,
+        params: &[GenerationParams],
     ) -> Result<Vec<Generation>> {
+        anyhow::ensure!(
+            params.len() == jobs.len() || params.len() == 1,
+            "{} generation parameter sets for {} prompts",
+            params.len(),
+            jobs.len()
+        );
+        let params_of = |i: usize| &params[i.min(params.len() - 1)];
         let mut seqs = Vec::with_capacity(jobs.len());
         let mut next: Vec<Option<u32>> = Vec::with_capacity(jobs.len());
         let mut meta = Vec::with_capacity(jobs.len());
         let mut silent = |_: &str| {};
-        for (cache, prompt) in jobs.iter_mut() {
+        for (i, (cache, prompt)) in jobs.iter_mut().enumerate() {
             let (logits, reuse, seconds) = self.prefill_prompt(cache, prompt)?;
-            let mut seq = Decoding::new(self, prompt, params);
-            next.push(seq.step(self, params, &logits, cache.len(), &mut silent)?);
+            let mut seq = Decoding::new(self, prompt, params_of(i));
+            next.push(seq.step(self, params_of(i), &logits, cache.len(), &mut silent)?);
             seqs.push(seq);
             meta.push((prompt.len(), reuse, seconds));
         }
@@ -275,7 +284,7 @@ impl Engine {
             let logits = self.model.forward_rows(&tokens, &mut caches)?;
             for (row, &i) in active.iter().enumerate() {
                 let len = caches[row].len();
-                next[i] = seqs[i].step(self, params, &logits.get(row)?, len, &mut silent)?;
+                next[i] = seqs[i].step(self, params_of(i), &logits.get(row)?, len, &mut silent)?;
             }
         }
         let decode_seconds = decode_start.elapsed().as_secs_f64();

@@ -64,6 +64,9 @@ pub struct TrackerCall {
     /// Seconds to first token.
     #[serde(default)]
     pub ttft_seconds: f64,
+    /// Engine seconds attributable to the call (batched calls share their wall time).
+    #[serde(default)]
+    pub busy_seconds: f64,
 }
 
 /// Per-unit metadata.

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -81,11 +81,13 @@ pub struct TranslateOptions {
     pub progress: ProgressMode,
     /// Prefix cache directory (`None`: no disk cache).
     pub prefix_cache_dir: Option<PathBuf>,
+    /// Units translated together in orchestrated mode (throughput mode; 1 = one at a time).
+    pub batch: usize,
 }
 
 /// Assumed speeds for the dry-run estimate (tokens/s on a 2-core CPU, 1.5B model).
-const EST_PREFILL_TPS: f64 = 60.0;
-const EST_DECODE_TPS: f64 = 8.0;
+const EST_PREFILL_TPS: f64 = 150.0;
+const EST_DECODE_TPS: f64 = 35.0;
 /// Revisions after the first attempt.
 const MAX_REVISIONS: usize = 2;
 
@@ -240,6 +242,17 @@ fn max_new_tokens_for(unit: &Unit) -> usize {
     (est * 3 + 48).clamp(64, 1536)
 }
 
+/// A unit being translated: where it is in the plan, its translation-memory key, and its
+/// attempts so far (the findings to fix next and the best attempt).
+struct UnitJob {
+    ci: usize,
+    ui: usize,
+    key: String,
+    attempt: usize,
+    findings_text: Vec<String>,
+    best: Option<(usize, String, Vec<Finding>)>,
+}
+
 struct Manager<'a> {
     opts: &'a TranslateOptions,
     out: PathBuf,
@@ -278,6 +291,7 @@ impl Manager<'_> {
                 cache_source: c.cache_source.into(),
                 device: self.device.clone(),
                 ttft_seconds: c.ttft_seconds,
+                busy_seconds: c.busy_seconds,
             });
         self.event(
             json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
@@ -705,7 +719,12 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
     m.save()?;
 
-    // 2. Translate every unit, with checks and revisions.
+    // 2. Translate every unit, with checks and revisions. In orchestrated mode up to
+    //    `opts.batch` units are in flight: each round sends one request per unit in flight
+    //    (its first attempt or its next revision) as one batch — throughput mode, whose
+    //    replies are exactly those the requests get one at a time — then checks every
+    //    reply. A unit leaves the flight when it passes or runs out of revisions and is
+    //    checkpointed then. Single mode's growing conversation takes one unit at a time.
     let mut translations: Vec<Vec<Option<String>>> =
         plan.units.iter().map(|u| vec![None; u.len()]).collect();
     let mut unit_findings: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
@@ -716,11 +735,30 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let mut orchestrated_peak = 0usize;
     let mut single_history: Vec<crate::prompts::chat_template::Message> = Vec::new();
     let mut stopped: Option<String> = None;
-    'chapters: for (ci, units) in plan.units.iter().enumerate() {
-        for (ui, unit) in units.iter().enumerate() {
-            if unit.kind != UnitKind::Translate {
-                continue;
-            }
+    let batch = match opts.mode {
+        Mode::Orchestrated => opts.batch.max(1),
+        Mode::Single => 1,
+    };
+    let mut queue: VecDeque<(usize, usize)> = plan
+        .units
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, units)| {
+            units
+                .iter()
+                .enumerate()
+                .filter(|(_, u)| u.kind == UnitKind::Translate)
+                .map(move |(ui, _)| (ci, ui))
+        })
+        .collect();
+    let mut flight: Vec<UnitJob> = Vec::new();
+    loop {
+        // Fill the flight; units found in translation memory are done at once.
+        while flight.len() < batch && stopped.is_none() {
+            let Some((ci, ui)) = queue.pop_front() else {
+                break;
+            };
+            let unit = &plan.units[ci][ui];
             let key = sha256_hex(
                 format!(
                     "{}|{}|{}|{}|{:?}|{}",
@@ -763,105 +801,147 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 m.progress.inc(1);
                 continue;
             }
-            let mut findings_text: Vec<String> = Vec::new();
-            let mut best: Option<(usize, String, Vec<Finding>)> = None;
-            let mut attempts = 0usize;
-            for attempt in 0..=MAX_REVISIONS {
-                let reserve = max_new_tokens_for(unit);
-                if let Some(reason) = m.over_budget(reserve) {
-                    stopped = Some(reason);
-                    m.set_state(unit, UnitState::Planned)?;
-                    break 'chapters;
-                }
-                m.set_state(
-                    unit,
-                    if attempt == 0 {
-                        UnitState::Running
-                    } else {
-                        UnitState::Revising
-                    },
-                )?;
-                m.progress
-                    .set_message(format!("{} (attempt {})", unit.id, attempt + 1));
-                let prompt = translate_prompt(
-                    &plan.guide,
-                    &opts.source_lang,
-                    &opts.target_lang,
-                    &all_terms,
-                    &unit_terms(unit, &glossary_lines),
-                    &findings_text,
-                    &inject_house_terms(&unit.protected, &glossary_lines),
-                )?;
-                let (messages, split) = match opts.mode {
-                    Mode::Orchestrated => (prompt.messages.clone(), prompt.split),
-                    Mode::Single => {
-                        // One growing conversation: system once, then every unit and reply.
-                        if single_history.is_empty() {
-                            single_history.push(prompt.messages[0].clone());
-                        }
-                        let mut msgs = single_history.clone();
-                        msgs.push(prompt.messages[1].clone());
-                        let split = crate::prompts::stable_prefix::SplitPoint {
-                            message: msgs.len() - 1,
-                            offset: 0,
-                        };
-                        (msgs, split)
-                    }
-                };
-                let req = ChatRequest {
-                    messages,
-                    split,
-                    params: GenerationParams {
-                        max_new_tokens: reserve,
-                        ..translate_params.clone()
-                    },
-                };
-                let done = backend.complete(&req)?;
-                context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
-                let orchestrated_prompt = match opts.mode {
-                    Mode::Orchestrated => done.prompt_tokens,
-                    Mode::Single => backend.prompt_tokens(&prompt.messages)?,
-                };
-                orchestrated_peak =
-                    orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
-                attempts += 1;
-                m.set_state(unit, UnitState::Reviewing)?;
-                let raw = clean_output(&done.text, unit);
-                let (restored, findings) = check_model_output(unit, &raw, &ctx);
-                let errors: Vec<&Finding> = findings
-                    .iter()
-                    .filter(|f| f.severity == Severity::Error)
-                    .collect();
-                let text = restored.unwrap_or_else(|_| {
-                    // Keep the attempt readable: unknown placeholders stay, known ones are restored where possible.
-                    restore_lenient(unit, &raw)
-                });
-                let n_err = errors.len();
-                let outcome = if n_err == 0 {
-                    "ok"
-                } else if attempt < MAX_REVISIONS {
-                    "revise"
-                } else {
-                    "blocked"
-                };
-                m.record_call(
-                    if attempt == 0 { "translate" } else { "revise" },
-                    &unit.id,
-                    &done,
-                    outcome,
-                );
-                findings_text = errors
-                    .iter()
-                    .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
-                    .collect();
-                if best.as_ref().is_none_or(|b| n_err < b.0) {
-                    best = Some((n_err, text, findings.clone()));
-                }
-                if n_err == 0 {
-                    break;
-                }
+            flight.push(UnitJob {
+                ci,
+                ui,
+                key,
+                attempt: 0,
+                findings_text: Vec::new(),
+                best: None,
+            });
+        }
+        if flight.is_empty() {
+            break;
+        }
+        // Budgets: each request of the round reserves its whole token allowance; the
+        // requests that do not fit go back to planned and the run stops after this round.
+        let mut reserved = 0;
+        let mut fit = 0;
+        for job in &flight {
+            reserved += max_new_tokens_for(&plan.units[job.ci][job.ui]);
+            if let Some(reason) = m.over_budget(reserved) {
+                stopped = Some(reason);
+                break;
             }
-            let (n_err, text, findings) = best.expect("at least one attempt");
+            fit += 1;
+        }
+        for job in flight.drain(fit..) {
+            m.set_state(&plan.units[job.ci][job.ui], UnitState::Planned)?;
+        }
+        if flight.is_empty() {
+            break;
+        }
+        let mut reqs = Vec::with_capacity(flight.len());
+        let mut own_prompts = Vec::with_capacity(flight.len());
+        for job in &flight {
+            let unit = &plan.units[job.ci][job.ui];
+            m.set_state(
+                unit,
+                if job.attempt == 0 {
+                    UnitState::Running
+                } else {
+                    UnitState::Revising
+                },
+            )?;
+            let prompt = translate_prompt(
+                &plan.guide,
+                &opts.source_lang,
+                &opts.target_lang,
+                &all_terms,
+                &unit_terms(unit, &glossary_lines),
+                &job.findings_text,
+                &inject_house_terms(&unit.protected, &glossary_lines),
+            )?;
+            let (messages, split) = match opts.mode {
+                Mode::Orchestrated => (prompt.messages.clone(), prompt.split),
+                Mode::Single => {
+                    // One growing conversation: system once, then every unit and reply.
+                    if single_history.is_empty() {
+                        single_history.push(prompt.messages[0].clone());
+                    }
+                    let mut msgs = single_history.clone();
+                    msgs.push(prompt.messages[1].clone());
+                    let split = crate::prompts::stable_prefix::SplitPoint {
+                        message: msgs.len() - 1,
+                        offset: 0,
+                    };
+                    (msgs, split)
+                }
+            };
+            reqs.push(ChatRequest {
+                messages,
+                split,
+                params: GenerationParams {
+                    max_new_tokens: max_new_tokens_for(unit),
+                    ..translate_params.clone()
+                },
+            });
+            own_prompts.push(prompt.messages);
+        }
+        m.progress.set_message(
+            flight
+                .iter()
+                .map(|j| format!("{} (attempt {})", plan.units[j.ci][j.ui].id, j.attempt + 1))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        let replies = if reqs.len() == 1 {
+            vec![backend.complete(&reqs[0])?]
+        } else {
+            backend.complete_batch(&reqs)?
+        };
+        let mut next_round = Vec::with_capacity(flight.len());
+        for ((mut job, done), own) in flight.drain(..).zip(replies).zip(own_prompts) {
+            let (ci, ui) = (job.ci, job.ui);
+            let unit = &plan.units[ci][ui];
+            let attempt = job.attempt;
+            context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
+            let orchestrated_prompt = match opts.mode {
+                Mode::Orchestrated => done.prompt_tokens,
+                Mode::Single => backend.prompt_tokens(&own)?,
+            };
+            orchestrated_peak = orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
+            m.set_state(unit, UnitState::Reviewing)?;
+            let raw = clean_output(&done.text, unit);
+            let (restored, findings) = check_model_output(unit, &raw, &ctx);
+            let errors: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .collect();
+            let text = restored.unwrap_or_else(|_| {
+                // Keep the attempt readable: unknown placeholders stay, known ones are restored where possible.
+                restore_lenient(unit, &raw)
+            });
+            let n_err = errors.len();
+            let outcome = if n_err == 0 {
+                "ok"
+            } else if attempt < MAX_REVISIONS {
+                "revise"
+            } else {
+                "blocked"
+            };
+            m.record_call(
+                if attempt == 0 { "translate" } else { "revise" },
+                &unit.id,
+                &done,
+                outcome,
+            );
+            job.findings_text = errors
+                .iter()
+                .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
+                .collect();
+            if job.best.as_ref().is_none_or(|b| n_err < b.0) {
+                job.best = Some((n_err, text, findings.clone()));
+            }
+            if n_err > 0 && attempt < MAX_REVISIONS {
+                job.attempt += 1;
+                next_round.push(job);
+                continue;
+            }
+            // The unit is finished: record it and checkpoint.
+            let attempts = attempt + 1;
+            let (n_err, text, findings) = job.best.expect("at least one attempt");
+            let key = job.key;
             let state = if n_err == 0 {
                 UnitState::Passed
             } else {
@@ -912,6 +992,14 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             m.set_state(unit, state)?;
             m.save()?;
             m.progress.inc(1);
+        }
+        flight = next_round;
+        if stopped.is_some() {
+            // Units still being revised go back to planned (as a crash would leave them).
+            for job in flight.drain(..) {
+                m.set_state(&plan.units[job.ci][job.ui], UnitState::Planned)?;
+            }
+            break;
         }
     }
     m.progress.finish_and_clear();
@@ -1122,7 +1210,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let prompt_total: usize = calls.iter().map(|c| c.prompt_tokens).sum();
     let cached_total: usize = calls.iter().map(|c| c.cached_prefix_tokens).sum();
     let completion_total: usize = calls.iter().map(|c| c.completion_tokens).sum();
-    let model_seconds: f64 = calls.iter().map(|c| c.latency_seconds).sum();
+    let model_seconds: f64 = calls.iter().map(|c| c.busy_seconds).sum();
     let wall = m.started.elapsed().as_secs_f64();
     let hit_rate = if prompt_total == 0 {
         0.0
@@ -1139,7 +1227,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         "mode": m.checkpoint.value.result.mode,
         "calls": calls.iter().map(|c| json!({"agent": c.agent, "unit": c.note, "prompt_tokens": c.prompt_tokens,
             "cached_prefix_tokens": c.cached_prefix_tokens, "cache_source": c.cache_source, "completion_tokens": c.completion_tokens,
-            "latency_seconds": c.latency_seconds, "ttft_seconds": c.ttft_seconds, "outcome": c.outcome, "model": c.model, "device": c.device})).collect::<Vec<_>>(),
+            "latency_seconds": c.latency_seconds, "busy_seconds": c.busy_seconds, "ttft_seconds": c.ttft_seconds, "outcome": c.outcome, "model": c.model, "device": c.device})).collect::<Vec<_>>(),
         "totals": {"calls": calls.len(), "prompt_tokens": prompt_total, "cached_prefix_tokens": cached_total,
             "completion_tokens": completion_total, "cache_hit_rate": hit_rate, "wall_seconds": wall,
             "model_seconds": model_seconds, "tokens_per_second": tps, "reused_units": reused,

@@ -277,6 +277,25 @@ pub fn q4k_scale_min(scales: &[u8], j: usize) -> (u8, u8) {
     }
 }
 
+/// All eight 6-bit scales and minimums of a Q4_K block at once (the same values as
+/// [`q4k_scale_min`]), unpacked with 32-bit word operations: bytes 0–3 hold scales 0–3 (low
+/// six bits) and the top bits of scales 4–7; bytes 4–7 the same for the minimums; bytes
+/// 8–11 the low four bits of scales 4–7 (low nibbles) and minimums 4–7 (high nibbles).
+#[inline]
+pub fn q4k_scales_mins(scales: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let word =
+        |i: usize| u32::from_le_bytes([scales[i], scales[i + 1], scales[i + 2], scales[i + 3]]);
+    let (a, b, c) = (word(0), word(4), word(8));
+    const LOW6: u32 = 0x3F3F_3F3F;
+    const LOW4: u32 = 0x0F0F_0F0F;
+    const LOW2: u32 = 0x0303_0303;
+    let sc_hi = (c & LOW4) | (((a >> 6) & LOW2) << 4);
+    let m_hi = ((c >> 4) & LOW4) | (((b >> 6) & LOW2) << 4);
+    let sc = (a & LOW6) as u64 | (sc_hi as u64) << 32;
+    let m = (b & LOW6) as u64 | (m_hi as u64) << 32;
+    (sc.to_le_bytes(), m.to_le_bytes())
+}
+
 /// Decode one row (`bytes` = `format.row_bytes(k)`) with plain scalar code.
 pub fn decode_row_scalar(format: Format, bytes: &[u8], row: &mut DecodedRow) {
     let k = row.u.len();
@@ -323,6 +342,29 @@ pub fn decode_row_scalar(format: Format, bytes: &[u8], row: &mut DecodedRow) {
         }
         Format::Q4K | Format::Q6K => {
             unreachable!("K-quant rows decode into DecodedRowK")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q4k_scales_unpack_alike_one_at_a_time_and_all_at_once() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..10_000 {
+            let mut scales = [0u8; 12];
+            for b in &mut scales {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = state as u8;
+            }
+            let (sc, m) = q4k_scales_mins(&scales);
+            for j in 0..8 {
+                assert_eq!((sc[j], m[j]), q4k_scale_min(&scales, j), "{scales:?} {j}");
+            }
         }
     }
 }

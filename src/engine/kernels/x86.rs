@@ -9,7 +9,7 @@
 #![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
 
 use super::activations::{QuantizedRows, QuantizedRowsK};
-use super::formats::{q4k_scale_min, DecodedRow, DecodedRowK, Format, BLOCK, LANES};
+use super::formats::{DecodedRow, DecodedRowK, Format, BLOCK, LANES};
 use super::portable::min_term;
 use std::arch::x86_64::*;
 
@@ -399,7 +399,7 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
                 let blk = &bytes[sb * 144..sb * 144 + 144];
                 row.d[sb] = f16_at(blk);
                 row.dmin[sb] = f16_at(&blk[2..]);
-                let scales = &blk[4..16];
+                let (scs, ms) = super::formats::q4k_scales_mins(&blk[4..16]);
                 for pair in 0..4 {
                     let v = _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
                     let halves = [
@@ -408,7 +408,7 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
                     ];
                     for (half, u) in halves.into_iter().enumerate() {
                         let j = pair * 2 + half;
-                        let (sc, m) = q4k_scale_min(scales, j);
+                        let (sc, m) = (scs[j], ms[j]);
                         let b = sb * 8 + j;
                         store_sc(row, b, sc as i16, sc as i16);
                         row.corr[b * 2] = m as i16;
@@ -577,12 +577,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
         let (d, corr) = match format {
             Format::Q4K => {
                 let blk = &bytes[sb * 144..sb * 144 + 144];
-                let scales = &blk[4..16];
-                let mut sc = [0u8; 8];
-                let mut mn = [0u8; 8];
-                for j in 0..8 {
-                    (sc[j], mn[j]) = q4k_scale_min(scales, j);
-                }
+                let (sc, mn) = super::formats::q4k_scales_mins(&blk[4..16]);
                 for pair in 0..4 {
                     let v = _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
                     let u0 = _mm256_and_si256(v, lo4);
