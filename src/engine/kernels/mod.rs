@@ -356,34 +356,38 @@ macro_rules! dispatch_rows {
     }};
 }
 
-/// The register-decoding path for one to four rows: `$vnni`/`$avx2` from `x86`, chosen by
-/// `isa` and instantiated for `q.m` rows.
+/// Column `j` of `x · Wᵀ` for one to four activation rows (`out[..m]`), by the
+/// register-decoding kernels of `isa` (VNNI or AVX2) for `x`'s format family.
 #[cfg(target_arch = "x86_64")]
-macro_rules! small_batch {
-    ($isa:expr, $w:expr, $q:expr, $y:expr, $vnni:ident, $avx2:ident) => {
-        gemv($w, $q.m, $y, |j, out| {
-            let bytes = $w.row_bytes(j);
-            macro_rules! rows {
-                ($r:literal) => {{
-                    // SAFETY: the ISA was detected (see `Isa`).
-                    let v: [f32; $r] = unsafe {
-                        if $isa == Isa::Vnni {
-                            x86::$vnni::<$r>($w.format, bytes, $q, 0)
-                        } else {
-                            x86::$avx2::<$r>($w.format, bytes, $q, 0)
-                        }
-                    };
-                    out[..$r].copy_from_slice(&v);
-                }};
-            }
-            match $q.m {
-                1 => rows!(1),
-                2 => rows!(2),
-                3 => rows!(3),
-                _ => rows!(4),
-            }
-        })
-    };
+fn small_batch_column(isa: Isa, w: &QuantMatrix, x: &Activations, j: usize, out: &mut [f32; 4]) {
+    let bytes = w.row_bytes(j);
+    macro_rules! rows {
+        ($r:literal, $q:expr, $vnni:ident, $avx2:ident) => {{
+            // SAFETY: the ISA was detected (see `Isa`).
+            let v: [f32; $r] = unsafe {
+                if isa == Isa::Vnni {
+                    x86::$vnni::<$r>(w.format, bytes, $q, 0)
+                } else {
+                    x86::$avx2::<$r>(w.format, bytes, $q, 0)
+                }
+            };
+            out[..$r].copy_from_slice(&v);
+        }};
+    }
+    match x {
+        Activations::Blocks(q) => match q.m {
+            1 => rows!(1, q, gemv_blocks_vnni, gemv_blocks_avx2),
+            2 => rows!(2, q, gemv_blocks_vnni, gemv_blocks_avx2),
+            3 => rows!(3, q, gemv_blocks_vnni, gemv_blocks_avx2),
+            _ => rows!(4, q, gemv_blocks_vnni, gemv_blocks_avx2),
+        },
+        Activations::K(q) => match q.m {
+            1 => rows!(1, q, gemv_k_vnni, gemv_k_avx2),
+            2 => rows!(2, q, gemv_k_vnni, gemv_k_avx2),
+            3 => rows!(3, q, gemv_k_vnni, gemv_k_avx2),
+            _ => rows!(4, q, gemv_k_vnni, gemv_k_avx2),
+        },
+    }
 }
 
 /// `y = x · Wᵀ` (`y`: `m × w.rows`, row-major) with the kernel `isa`.
@@ -398,7 +402,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             );
             #[cfg(target_arch = "x86_64")]
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
-                return small_batch!(isa, w, q, y, gemv_blocks_vnni, gemv_blocks_avx2);
+                return gemv(w, q.m, y, |j, out| small_batch_column(isa, w, x, j, out));
             }
             drive(
                 w,
@@ -422,7 +426,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             );
             #[cfg(target_arch = "x86_64")]
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
-                return small_batch!(isa, w, q, y, gemv_k_vnni, gemv_k_avx2);
+                return gemv(w, q.m, y, |j, out| small_batch_column(isa, w, x, j, out));
             }
             drive(
                 w,
