@@ -277,9 +277,106 @@ impl Block {
 
     /// SwiGLU feed-forward for `x` (`[tokens, hidden]`, already normalised).
     pub fn mlp(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = self.gate.forward(x)?.silu()?;
+        let gate = self.gate.forward(x)?;
         let up = self.up.forward(x)?;
-        self.down.forward(&(gate * up)?)
+        self.down.forward(&swiglu(&gate, &up)?)
+    }
+}
+
+/// `silu(gate) · up` element by element, where `silu(g) = g / (1 + e^−g)`: on the CPU one
+/// fused pass ([`SwiGlu`]), elsewhere Candle's ops.
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if gate.device().is_cpu() && gate.dtype() == DType::F32 && up.dtype() == DType::F32 {
+        return Ok(gate
+            .contiguous()?
+            .apply_op2_no_bwd(&up.contiguous()?, &SwiGlu)?);
+    }
+    Ok((gate.silu()? * up)?)
+}
+
+/// The fused SwiGLU as a Candle op: one pass, no intermediate tensors; with AVX-512 the
+/// vectorised `exp` ([`super::vexp::exp16`]) on every element (the last partial register
+/// masked), so an element's result never depends on the tensor's length.
+struct SwiGlu;
+
+/// Elements below which the op stays on the calling thread (a decoding step's few
+/// thousand values are not worth a hand-off).
+const SWIGLU_PARALLEL_MIN: usize = 1 << 16;
+
+impl candle_core::CustomOp2 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "quire-swiglu"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(g), CpuStorage::F32(u)) = (s1, s2) else {
+            candle_core::bail!("swiglu expects f32 tensors");
+        };
+        let (Some((g0, g1)), Some((u0, u1))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("swiglu expects contiguous tensors");
+        };
+        if l1.shape() != l2.shape() {
+            candle_core::bail!(
+                "swiglu: shapes {:?} and {:?} differ",
+                l1.shape(),
+                l2.shape()
+            );
+        }
+        let (g, u) = (&g[g0..g1], &u[u0..u1]);
+        let mut out = vec![0f32; g.len()];
+        if g.len() < SWIGLU_PARALLEL_MIN {
+            swiglu_slice(g, u, &mut out);
+        } else {
+            use rayon::prelude::*;
+            out.par_chunks_mut(SWIGLU_PARALLEL_MIN / 4)
+                .zip(g.par_chunks(SWIGLU_PARALLEL_MIN / 4))
+                .zip(u.par_chunks(SWIGLU_PARALLEL_MIN / 4))
+                .for_each(|((o, g), u)| swiglu_slice(g, u, o));
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+fn swiglu_slice(g: &[f32], u: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::engine::kernels::Isa::detect() == crate::engine::kernels::Isa::Vnni {
+        // SAFETY: the Vnni path implies AVX-512 F; the three slices have one length.
+        unsafe { swiglu_avx512(g, u, out) };
+        return;
+    }
+    for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
+        *o = g / (1.0 + (-g).exp()) * u;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn swiglu_avx512(g: &[f32], u: &[f32], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = g.len();
+    let (one, cap) = (_mm512_set1_ps(1.0), _mm512_set1_ps(88.0));
+    let mut i = 0;
+    while i < n {
+        let live = (n - i).min(16);
+        let mask: __mmask16 = if live == 16 {
+            0xffff
+        } else {
+            (1u16 << live) - 1
+        };
+        let x = _mm512_maskz_loadu_ps(mask, g.as_ptr().add(i));
+        let up = _mm512_maskz_loadu_ps(mask, u.as_ptr().add(i));
+        // e^−x, capped so that very negative gates give a finite (huge) value, not ∞·0.
+        let e = super::vexp::exp16(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), cap));
+        let s = _mm512_div_ps(x, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, _mm512_mul_ps(s, up));
+        i += 16;
     }
 }
 
@@ -371,4 +468,59 @@ pub fn last_logits(x: &Tensor, norm: &RmsNorm, output: &Linear) -> Result<Tensor
     let last = x.narrow(0, t - 1, 1)?;
     let h = norm.forward(&last)?;
     Ok(output.forward(&h)?.squeeze(0)?.to_dtype(DType::F32)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fused_swiglu_matches_candle_and_ignores_length() {
+        let d = Device::Cpu;
+        let n = 1000; // not a multiple of 16
+        let mut g: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 211) as f32 - 105.0) / 9.0)
+            .collect();
+        g[..6].copy_from_slice(&[0.0, -0.0, 100.0, -100.0, 88.5, -88.5]);
+        let u: Vec<f32> = (0..n)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 3.0)
+            .collect();
+        let gt = Tensor::from_vec(g.clone(), (1, n), &d).unwrap();
+        let ut = Tensor::from_vec(u.clone(), (1, n), &d).unwrap();
+        let fused: Vec<f32> = swiglu(&gt, &ut)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let reference: Vec<f32> = (gt.silu().unwrap() * &ut)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for (i, (a, b)) in fused.iter().zip(&reference).enumerate() {
+            assert!(a.is_finite(), "{i}: {a}");
+            assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{i}: {a} vs {b}");
+        }
+        // The first 37 values alone give the same bits as inside the longer tensor.
+        let short = swiglu(&gt.narrow(1, 0, 37).unwrap(), &ut.narrow(1, 0, 37).unwrap())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        assert_eq!(short, fused[..37]);
+        // Large tensors take the parallel path, with the same bits.
+        let rows = SWIGLU_PARALLEL_MIN / n + 2;
+        let big_g = Tensor::from_vec(g.repeat(rows), (rows, n), &d).unwrap();
+        let big_u = Tensor::from_vec(u.repeat(rows), (rows, n), &d).unwrap();
+        let big = swiglu(&big_g, &big_u)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        assert_eq!(&big[(rows - 1) * n..], &fused[..]);
+    }
 }

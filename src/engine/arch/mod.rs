@@ -7,6 +7,8 @@ pub mod attention;
 pub mod layers;
 pub mod llama;
 pub mod qwen2;
+#[cfg(target_arch = "x86_64")]
+pub mod vexp;
 
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;

@@ -98,6 +98,34 @@ impl QuantizedRows {
     }
 }
 
+/// Quantize one 256-value block: values into `qs`, the sum of every 16 into `gsums`;
+/// returns the scale. With AVX-512 the same arithmetic runs 16 values at a time
+/// ([`super::x86::quantize_k_block`], bit-identical, tested).
+fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::Isa::detect() == super::Isa::Vnni {
+        // SAFETY: the Vnni path implies AVX-512 F and BW; the slices hold 256, 256 and 16.
+        return unsafe { super::x86::quantize_k_block(x, qs, gsums) };
+    }
+    quantize_k_block_scalar(x, qs, gsums)
+}
+
+/// [`quantize_k_block`] in plain Rust (the reference).
+pub fn quantize_k_block_scalar(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+    for (g, (xg, qg)) in x.chunks_exact(16).zip(qs.chunks_exact_mut(16)).enumerate() {
+        let mut sum = 0i16;
+        for (v, q) in xg.iter().zip(qg.iter_mut()) {
+            *q = quantize_one(*v, inv);
+            sum += *q as i16;
+        }
+        gsums[g] = sum;
+    }
+    d
+}
+
 /// `m` rows of `k` activations quantized per 256 values, for K-quant weights: one f32
 /// scale per 256 values (so a whole super-block's integer sums can be added up before any
 /// float work), the sum of every 16 values, and the scaled sum of every 32 (the
@@ -148,19 +176,7 @@ impl QuantizedRowsK {
                     .zip(qs.chunks_exact_mut(256))
                     .enumerate()
                 {
-                    let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-                    let d = amax / 127.0;
-                    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-                    for (g, (xg, qg)) in
-                        xb.chunks_exact(16).zip(qb.chunks_exact_mut(16)).enumerate()
-                    {
-                        let mut sum = 0i16;
-                        for (v, q) in xg.iter().zip(qg.iter_mut()) {
-                            *q = quantize_one(*v, inv);
-                            sum += *q as i16;
-                        }
-                        gsums[b * 16 + g] = sum;
-                    }
+                    let d = quantize_k_block(xb, qb, &mut gsums[b * 16..b * 16 + 16]);
                     ds[b] = d;
                     // Row `b / nsb`, super-block `b % nsb`.
                     let (row, sb) = (b / (k / 256), b % (k / 256));
@@ -195,6 +211,36 @@ mod tests {
         let lanes: i32 = both.neg_lane_sums[..LANES].iter().sum();
         let direct: i32 = both.qs[..BLOCK].iter().map(|&q| q as i32).sum();
         assert_eq!(-lanes, direct);
+    }
+
+    #[test]
+    fn k_blocks_quantize_alike_in_every_path() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        for case in 0..200 {
+            let scale = [1e-3f32, 1.0, 37.0, 1e4][case % 4];
+            let mut x: Vec<f32> = (0..256).map(|_| next() * scale).collect();
+            if case % 5 == 0 {
+                x[7] = 0.0;
+                x[8] = -0.0;
+                x[9] = -x[10].abs().max(1e-3) * 3.0; // the block's extreme, negative
+            }
+            if case == 3 {
+                x.fill(0.0);
+            }
+            let (mut qa, mut ga) = ([0i8; 256], [0i16; 16]);
+            let (mut qb, mut gb) = ([0i8; 256], [0i16; 16]);
+            let da = quantize_k_block_scalar(&x, &mut qa, &mut ga);
+            let db = quantize_k_block(&x, &mut qb, &mut gb);
+            assert_eq!(da.to_bits(), db.to_bits(), "case {case}");
+            assert_eq!(qa, qb, "case {case}");
+            assert_eq!(ga, gb, "case {case}");
+        }
     }
 
     #[test]

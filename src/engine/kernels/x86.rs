@@ -21,6 +21,42 @@ unsafe fn f16_at(b: &[u8]) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
+/// [`super::activations::quantize_k_block_scalar`] sixteen values at a time: the same
+/// maximum, scale, clamp, round-half-away-from-zero and truncation, so the same bits.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW; `x` and `qs` must hold 256 values, `gsums` 16.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
+    debug_assert!(x.len() >= 256 && qs.len() >= 256 && gsums.len() >= 16);
+    let xp = x.as_ptr();
+    let mut m = _mm512_setzero_ps();
+    for g in 0..16 {
+        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xp.add(g * 16))));
+    }
+    let d = _mm512_reduce_max_ps(m) / 127.0;
+    let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+    let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+    let (half, sign) = (_mm512_set1_ps(0.5), _mm512_set1_ps(-0.0));
+    for g in 0..16 {
+        let v = _mm512_mul_ps(_mm512_loadu_ps(xp.add(g * 16)), inv);
+        let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        // copysign(0.5, v) with integer bit operations (AVX-512 F only).
+        let bits = _mm512_and_si512(_mm512_castps_si512(v), _mm512_castps_si512(sign));
+        let r = _mm512_add_ps(
+            v,
+            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(half), bits)),
+        );
+        let q = _mm512_cvttps_epi32(r);
+        _mm_storeu_si128(
+            qs.as_mut_ptr().add(g * 16) as *mut __m128i,
+            _mm512_cvtepi32_epi8(q),
+        );
+        gsums[g] = _mm512_reduce_add_epi32(q) as i16;
+    }
+    d
+}
+
 /// Horizontal sum in the order of [`super::portable::hsum`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -17,6 +17,9 @@
 #[cfg(target_arch = "x86_64")]
 mod tiles;
 
+#[cfg(target_arch = "x86_64")]
+use super::vexp::exp8;
+
 use super::layers::ATTN_CHUNK;
 use crate::engine::kv_cache::KeyBlocks;
 use anyhow::{bail, ensure, Result};
@@ -272,34 +275,6 @@ unsafe fn attend_row_avx2<const L: usize>(
     }
 }
 
-/// `e^x` for eight lanes: `x = n·ln2 + r` (ln2 split in two for accuracy), `e^r` by its
-/// degree-6 Taylor polynomial on |r| ≤ ln2/2 (relative error < 2e-7), times `2^n` put
-/// straight into the exponent bits; below −87.3 the result is 0 (so −∞ gives 0).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    let underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3), _CMP_LT_OQ);
-    let x = _mm256_max_ps(x, _mm256_set1_ps(-87.3));
-    let n = _mm256_round_ps(
-        _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-    );
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), r);
-    let mut p = _mm256_set1_ps(1.0 / 720.0);
-    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-    }
-    let pow2 = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-        23,
-    );
-    let e = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2));
-    _mm256_andnot_ps(underflow, e)
-}
-
 /// Whether [`attend_row_avx2`] can run here for head size `hd` (64 or 128).
 fn use_avx2(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -470,34 +445,6 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn vector_exp_is_accurate() {
-        if !use_avx2(64) {
-            return;
-        }
-        for i in 0..20_000 {
-            let x = -90.0 + i as f32 * 0.0046;
-            let lanes = [x; 8];
-            // SAFETY: AVX2 + FMA checked above.
-            let got = unsafe {
-                use std::arch::x86_64::*;
-                let mut out = [0f32; 8];
-                _mm256_storeu_ps(out.as_mut_ptr(), exp8(_mm256_loadu_ps(lanes.as_ptr())));
-                out[0]
-            };
-            let want = (x as f64).exp();
-            if x < -87.3 {
-                assert_eq!(got, 0.0, "exp({x})");
-            } else {
-                assert!(
-                    ((got as f64) - want).abs() <= 3e-7 * want,
-                    "exp({x}) = {got}, want {want}"
-                );
-            }
-        }
-    }
-
     #[test]
     fn kernel_matches_tensor_reference_and_is_batch_invariant() {
         // hd 16 runs the portable row kernel; 64 and 128 the AVX2 one where the CPU has it.
@@ -593,27 +540,6 @@ mod tests {
                 .to_vec1::<f32>()
                 .unwrap()
         );
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn vector_exp16_matches_exp8() {
-        if !uses_key_blocks(64) {
-            return;
-        }
-        for i in 0..20_000 {
-            let x = -90.0 + i as f32 * 0.0046;
-            // SAFETY: AVX-512 (implies AVX2 + FMA) checked above.
-            let (a, b) = unsafe {
-                use std::arch::x86_64::*;
-                let mut a = [0f32; 16];
-                let mut b = [0f32; 8];
-                _mm512_storeu_ps(a.as_mut_ptr(), tiles::exp16(_mm512_set1_ps(x)));
-                _mm256_storeu_ps(b.as_mut_ptr(), exp8(_mm256_set1_ps(x)));
-                (a[0], b[0])
-            };
-            assert_eq!(a, b, "exp({x})");
-        }
     }
 
     fn check_kernel(hd: usize) {

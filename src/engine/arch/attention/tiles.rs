@@ -13,6 +13,7 @@
 //!
 //! [`KeyBlocks`]: crate::engine::kv_cache::KeyBlocks
 
+use crate::engine::arch::vexp::exp16;
 use crate::engine::kv_cache::KeyBlocks;
 use std::arch::x86_64::*;
 
@@ -222,29 +223,4 @@ unsafe fn pv_tile<const R: usize>(a: &PvArgs) {
             _mm512_storeu_ps(a.out.add(r * a.hd + c * W), _mm512_mul_ps(*x, inv));
         }
     }
-}
-
-/// `e^x` for sixteen lanes, the same method as the AVX2 `exp8`: `x = n·ln2 + r`, a degree-6
-/// polynomial for `e^r`, `2^n` in the exponent bits; below −87.3 (and for −∞) it is 0.
-#[inline]
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn exp16(x: __m512) -> __m512 {
-    let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3), _CMP_LT_OQ);
-    let x = _mm512_max_ps(x, _mm512_set1_ps(-87.3));
-    let n = _mm512_roundscale_ps(
-        _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-    );
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_145_75), x);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428_606_8e-6), r);
-    let mut p = _mm512_set1_ps(1.0 / 720.0);
-    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-    }
-    let pow2 = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)),
-        23,
-    );
-    let e = _mm512_mul_ps(p, _mm512_castsi512_ps(pow2));
-    _mm512_maskz_mov_ps(!underflow, e)
 }
