@@ -70,21 +70,7 @@ impl QuantizedRows {
                     .zip(qs.chunks_exact_mut(BLOCK))
                     .enumerate()
                 {
-                    let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-                    let d = amax / 127.0;
-                    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-                    let mut total = 0i32;
-                    for (lane, (xl, ql)) in
-                        xb.chunks_exact(4).zip(qb.chunks_exact_mut(4)).enumerate()
-                    {
-                        let mut sum = 0i32;
-                        for (v, q) in xl.iter().zip(ql.iter_mut()) {
-                            *q = quantize_one(*v, inv);
-                            sum += *q as i32;
-                        }
-                        nls[b * LANES + lane] = -sum;
-                        total += sum;
-                    }
+                    let (d, total) = quantize_block(xb, qb, &mut nls[b * LANES..(b + 1) * LANES]);
                     ds[b] = d;
                     bsums[b] = d * total as f32;
                 }
@@ -96,6 +82,36 @@ impl QuantizedRows {
     pub fn blocks_per_row(&self) -> usize {
         self.k / BLOCK
     }
+}
+
+/// Quantize one 32-value block: values into `qs`, the negated sum of every 4 into
+/// `neg_lane_sums`; returns the scale and the sum of the values. With AVX-512 sixteen
+/// values at a time ([`super::x86::quantize_block`], bit-identical, tested).
+fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if super::Isa::detect() == super::Isa::Vnni {
+        // SAFETY: the Vnni path implies AVX-512 F, BW and AVX2; the slices hold 32, 32, 8.
+        return unsafe { super::x86::quantize_block(x, qs, neg_lane_sums) };
+    }
+    quantize_block_scalar(x, qs, neg_lane_sums)
+}
+
+/// [`quantize_block`] in plain Rust (the reference).
+pub fn quantize_block_scalar(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]) -> (f32, i32) {
+    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+    let mut total = 0i32;
+    for (lane, (xl, ql)) in x.chunks_exact(4).zip(qs.chunks_exact_mut(4)).enumerate() {
+        let mut sum = 0i32;
+        for (v, q) in xl.iter().zip(ql.iter_mut()) {
+            *q = quantize_one(*v, inv);
+            sum += *q as i32;
+        }
+        neg_lane_sums[lane] = -sum;
+        total += sum;
+    }
+    (d, total)
 }
 
 /// Quantize one 256-value block: values into `qs`, the sum of every 16 into `gsums`;
@@ -214,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn k_blocks_quantize_alike_in_every_path() {
+    fn blocks_quantize_alike_in_every_path() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         let mut next = || {
             state ^= state << 13;
@@ -232,6 +248,15 @@ mod tests {
             }
             if case == 3 {
                 x.fill(0.0);
+            }
+            for blk in 0..8 {
+                let xs = &x[blk * 32..blk * 32 + 32];
+                let (mut qa, mut la) = ([0i8; 32], [0i32; 8]);
+                let (mut qb, mut lb) = ([0i8; 32], [0i32; 8]);
+                let a = quantize_block_scalar(xs, &mut qa, &mut la);
+                let b = quantize_block(xs, &mut qb, &mut lb);
+                assert_eq!((a.0.to_bits(), a.1), (b.0.to_bits(), b.1), "case {case}");
+                assert_eq!((qa, la), (qb, lb), "case {case}");
             }
             let (mut qa, mut ga) = ([0i8; 256], [0i16; 16]);
             let (mut qb, mut gb) = ([0i8; 256], [0i16; 16]);

@@ -57,6 +57,47 @@ pub unsafe fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f
     d
 }
 
+/// [`super::activations::quantize_block_scalar`] sixteen values at a time (the same
+/// arithmetic as [`quantize_k_block`]); the sums of 4 come from `vpmaddubsw`/`vpmaddwd`
+/// on the stored bytes (exact integers).
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW and AVX2; `x` and `qs` must hold 32 values,
+/// `neg_lane_sums` 8.
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+pub unsafe fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]) -> (f32, i32) {
+    debug_assert!(x.len() >= 32 && qs.len() >= 32 && neg_lane_sums.len() >= 8);
+    let xp = x.as_ptr();
+    let (a, b) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+    let d = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))) / 127.0;
+    let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+    let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+    let (half, sign) = (_mm512_set1_epi32(0x3f00_0000), _mm512_set1_epi32(i32::MIN));
+    for (h, v) in [a, b].into_iter().enumerate() {
+        let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), lo), hi);
+        let half = _mm512_or_si512(half, _mm512_and_si512(_mm512_castps_si512(v), sign));
+        let q = _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half)));
+        _mm_storeu_si128(
+            qs.as_mut_ptr().add(h * 16) as *mut __m128i,
+            _mm512_cvtepi32_epi8(q),
+        );
+    }
+    let q = _mm256_loadu_si256(qs.as_ptr() as *const __m256i);
+    let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+    let fours = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    _mm256_storeu_si256(
+        neg_lane_sums.as_mut_ptr() as *mut __m256i,
+        _mm256_sub_epi32(_mm256_setzero_si256(), fours),
+    );
+    let s4 = _mm_add_epi32(
+        _mm256_castsi256_si128(fours),
+        _mm256_extracti128_si256(fours, 1),
+    );
+    let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
+    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
+    (d, _mm_cvtsi128_si32(s1))
+}
+
 /// Horizontal sum in the order of [`super::portable::hsum`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
