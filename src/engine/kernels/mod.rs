@@ -150,6 +150,7 @@ pub enum WeightBytes {
 }
 
 impl WeightBytes {
+    #[inline]
     fn as_slice(&self) -> &[u8] {
         match self {
             Self::Mapped(map, range) => &map[range.clone()],
@@ -219,6 +220,7 @@ impl QuantMatrix {
     }
 
     /// The stored bytes of row `j`.
+    #[inline]
     pub fn row_bytes(&self, j: usize) -> &[u8] {
         let rb = self.format.row_bytes(self.cols);
         &self.data.as_slice()[j * rb..(j + 1) * rb]
