@@ -13,6 +13,9 @@ use super::formats::{DecodedRow, DecodedRowK, Format, BLOCK, LANES};
 use super::portable::min_term;
 use std::arch::x86_64::*;
 
+/// How far ahead (bytes) the register paths prefetch weights.
+const PREFETCH_AHEAD: usize = 4096;
+
 /// A little-endian f16 at `b[0..2]` as f32, with the F16C instruction.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -647,7 +650,15 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
             _mm256_add_epi32(isum, _mm256_madd_epi16(prod, sc))
         }
     };
+    let sb_bytes = format.row_bytes(256);
     for sb in 0..nsb {
+        // The rows of a task are consecutive in the file: ask for the bytes a few
+        // super-blocks ahead now, so memory keeps streaming while this one is computed.
+        for line in (0..sb_bytes).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(
+                p.wrapping_add(sb * sb_bytes + PREFETCH_AHEAD + line) as *const i8
+            );
+        }
         // Two integer accumulators (even and odd blocks) to shorten the dependency chain.
         let mut is = [[_mm256_setzero_si256(); 2]; R];
         let xs: [*const i8; R] = std::array::from_fn(|r| xq[r].add(sb * 256));
@@ -872,6 +883,8 @@ unsafe fn gemv_blocks_body<const R: usize, const VNNI: bool>(
         }};
     }
     for b in (0..nb).step_by(2) {
+        // As in `gemv_k_body`: the next bytes of this task's consecutive rows, ahead.
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(b * bb + PREFETCH_AHEAD) as *const i8);
         block!(b, 0);
         if b + 1 < nb {
             block!(b + 1, 1);
