@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<()> {
     let report = engine::run(&EngineBenchOptions {
         model,
         threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
-        repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(2),
+        repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(3),
         llama_repeats: env_usize("QUIRE_BENCH_LLAMA_REPEATS").unwrap_or(3),
         decode_tokens: engine::DECODE_TOKENS,
         compare_llama_cpp: std::env::var("QUIRE_BENCH_COMPARE").is_ok_and(|v| v == "llama.cpp"),

@@ -60,7 +60,7 @@ pub struct EngineBenchOptions {
     pub threads: usize,
     /// Best-of repeats for each of Quire's measures.
     pub repeats: usize,
-    /// Best-of repeats for llama.cpp's measures (cheap: it is fast).
+    /// Best-of repeats for llama.cpp's measures.
     pub llama_repeats: usize,
     /// Greedy tokens to decode.
     pub decode_tokens: usize,

@@ -76,9 +76,8 @@ pub struct EngineArgs {
     /// Also write the JSON object to this file (tables still go to stdout).
     #[arg(long)]
     pub json_file: Option<PathBuf>,
-    /// Best-of repeats for each of Quire's measures (2 by default: on a 2-core CPU one
-    /// 2,048-token prefill takes over half a minute).
-    #[arg(long, default_value_t = 2)]
+    /// Best-of repeats for each of Quire's measures (as many as llama.cpp's by default).
+    #[arg(long, default_value_t = 3)]
     pub repeats: usize,
     /// Best-of repeats for llama.cpp's measures.
     #[arg(long, default_value_t = 3)]
