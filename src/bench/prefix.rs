@@ -611,6 +611,16 @@ pub struct PrefixReport {
     pub max_abs_logit_diff_disk: Option<f32>,
     /// Prefill speed at 512, 2,048, 4,096 tokens (with `--prefill-scaling`).
     pub prefill_scaling: Vec<PrefillPoint>,
+    /// With `--prefill-scaling`: a fresh prefill of `n` tokens fitted as
+    /// `n·a + b·n²/2` (`a`: seconds per token, `b`: seconds per token per visible position,
+    /// i.e. attention), least squares over the scaling points.
+    pub prefill_fit: Option<PrefillFit>,
+    /// The speedup reuse could reach if a token cost exactly what the fit says — per paired
+    /// part `(P+S)·a + b(P+S)²/2` recomputed vs `S·a + b(S·P + S²/2)` reused, summed: the
+    /// token-count ideal with attention's quadratic cost counted.
+    pub attention_aware_ideal: Option<f64>,
+    /// measured ÷ `attention_aware_ideal`.
+    pub attention_aware_ratio: Option<f64>,
     /// Peak RSS of the process, MiB.
     pub peak_rss_mib: Option<f64>,
     /// Load averages (1/5/15 min) when the benchmark started.
@@ -853,6 +863,17 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         }
     }
 
+    let fit = fit_prefill(&scaling);
+    let attention_aware_ideal = fit.as_ref().map(|f| {
+        let (mut rec, mut reuse) = (0.0, 0.0);
+        for r in &paired {
+            let (p, s) = (r.cache_hit_tokens as f64, r.reuse_prefill_tokens as f64);
+            rec += (p + s) * f.a + f.b * (p + s) * (p + s) / 2.0;
+            reuse += s * f.a + f.b * (s * p + s * s / 2.0);
+        }
+        rec / reuse
+    });
+
     let model = opts
         .model
         .file_stem()
@@ -883,6 +904,9 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         max_abs_logit_diff: results.iter().filter_map(|r| r.max_abs_logit_diff).fold(0.0, f32::max),
         max_abs_logit_diff_disk: max_diff_disk,
         prefill_scaling: scaling,
+        prefill_fit: fit,
+        attention_aware_ideal,
+        attention_aware_ratio: attention_aware_ideal.map(|i| measured / i),
         peak_rss_mib: sys::peak_rss_mib(),
         load_average_start,
         load_average_end: sys::load_average(),
@@ -894,6 +918,36 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         report.svg = Some(path.display().to_string());
     }
     Ok(report)
+}
+
+/// A fresh prefill's cost model, `n·a + b·n²/2` seconds for `n` tokens.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillFit {
+    /// Seconds per token (everything but attention).
+    pub a: f64,
+    /// Seconds per token per visible position (attention).
+    pub b: f64,
+}
+
+/// Least-squares fit of `seconds / n = a + b·n/2` over the scaling points (None with fewer
+/// than two).
+fn fit_prefill(points: &[PrefillPoint]) -> Option<PrefillFit> {
+    if points.len() < 2 {
+        return None;
+    }
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.tokens as f64 / 2.0, p.seconds / p.tokens as f64))
+        .collect();
+    let n = xy.len() as f64;
+    let (mx, my) = (
+        xy.iter().map(|p| p.0).sum::<f64>() / n,
+        xy.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = xy.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let b = sxy / sxx;
+    Some(PrefillFit { a: my - b * mx, b })
 }
 
 /// The per-part TTFT chart (reuse vs recompute).
@@ -1050,6 +1104,18 @@ pub fn render_text(r: &PrefixReport) -> String {
             })
             .collect();
         s.push_str(&table(&["prompt tokens", "seconds", "tok/s"], &rows));
+        if let (Some(f), Some(i), Some(q)) = (
+            &r.prefill_fit,
+            r.attention_aware_ideal,
+            r.attention_aware_ratio,
+        ) {
+            s.push_str(&format!(
+                "fit: n tokens cost n·{:.3} ms + n²/2·{:.2} µs (attention); with that cost per token the \
+                 best reuse can do on these parts is {i:.2}× → measured / attention-aware ideal {q:.2}\n",
+                f.a * 1e3,
+                f.b * 1e6
+            ));
+        }
     }
     s.push_str(&format!(
         "\npeak RSS           {} MiB (this process)\n",
