@@ -214,11 +214,7 @@ impl KvCache {
         let key_blocks = self
             .key_blocks
             .iter()
-            .map(|b| {
-                let mut b = b.prefix(len);
-                b.reserve(capacity);
-                b
-            })
+            .map(|b| b.prefix(len, capacity))
             .collect();
         Ok(Self {
             keys,
@@ -368,11 +364,13 @@ impl KeyBlocks {
         out
     }
 
-    /// A copy holding the blocks of the first `len` positions.
-    pub fn prefix(&self, len: usize) -> Self {
+    /// A copy holding the blocks of the first `len` positions, with room for `room`.
+    pub fn prefix(&self, len: usize, room: usize) -> Self {
         let n = (len.div_ceil(Self::WIDTH) * self.block_len()).min(self.data.len());
+        let mut data = Vec::with_capacity(n.max(room.div_ceil(Self::WIDTH) * self.block_len()));
+        data.extend_from_slice(&self.data[..n]);
         Self {
-            data: self.data[..n].to_vec(),
+            data,
             n_kv_head: self.n_kv_head,
             head_dim: self.head_dim,
         }
@@ -425,7 +423,7 @@ mod tests {
             run,
             &(16..32).map(|p| value(1, p, 2)).collect::<Vec<_>>()[..]
         );
-        let short = blocks.prefix(20);
+        let short = blocks.prefix(20, 64);
         assert_eq!(short.rows(20), blocks.rows(20));
         assert_eq!(short.data().len(), 2 * nkv * hd * w);
     }

@@ -852,8 +852,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 &job.findings_text,
                 &inject_house_terms(&unit.protected, &glossary_lines),
             )?;
-            let (messages, split) = match opts.mode {
-                Mode::Orchestrated => (prompt.messages.clone(), prompt.split),
+            // Single mode also keeps the unit's own prompt, to report what the orchestrated
+            // mode's context would have been.
+            let (messages, split, own) = match opts.mode {
+                Mode::Orchestrated => (prompt.messages, prompt.split, None),
                 Mode::Single => {
                     // One growing conversation: system once, then every unit and reply.
                     if single_history.is_empty() {
@@ -865,7 +867,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                         message: msgs.len() - 1,
                         offset: 0,
                     };
-                    (msgs, split)
+                    (msgs, split, Some(prompt.messages))
                 }
             };
             reqs.push(ChatRequest {
@@ -876,7 +878,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     ..translate_params.clone()
                 },
             });
-            own_prompts.push(prompt.messages);
+            own_prompts.push(own);
         }
         m.progress.set_message(
             flight
@@ -896,9 +898,9 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             let unit = &plan.units[ci][ui];
             let attempt = job.attempt;
             context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
-            let orchestrated_prompt = match opts.mode {
-                Mode::Orchestrated => done.prompt_tokens,
-                Mode::Single => backend.prompt_tokens(&own)?,
+            let orchestrated_prompt = match &own {
+                None => done.prompt_tokens,
+                Some(messages) => backend.prompt_tokens(messages)?,
             };
             orchestrated_peak = orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
             m.set_state(unit, UnitState::Reviewing)?;

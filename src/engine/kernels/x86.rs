@@ -663,64 +663,53 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
         let mut is = [[_mm256_setzero_si256(); 2]; R];
         let xs: [*const i8; R] = std::array::from_fn(|r| xq[r].add(sb * 256));
         let (d, corr) = match format {
-            Format::Q4K if VNNI => {
-                // 512-bit form: one register holds a pair's two blocks (low nibbles = the
-                // even block in lanes 0–7, high nibbles = the odd one in lanes 8–15), the
-                // activations of both are contiguous, so each pair takes one `vpmaddubsw`
-                // and one `vpdpwssd` per row; the halves are the even and odd sums.
-                let blk = &bytes[sb * 144..sb * 144 + 144];
-                let (sc, mn) = super::formats::q4k_scales_mins(&blk[4..16]);
-                let scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_loadl_epi64(
-                    sc.as_ptr() as *const __m128i,
-                )));
-                let lo4z = _mm512_set1_epi8(0x0F);
-                let shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-                let mut iz = [_mm512_setzero_si512(); R];
-                for pair in 0..4 {
-                    let v = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                        p.add(sb * 144 + 16 + pair * 32) as *const __m256i,
-                    ));
-                    let u = _mm512_and_si512(_mm512_srlv_epi16(v, shifts), lo4z);
-                    let pick = _mm512_inserti64x4(
-                        _mm512_set1_epi16(2 * pair as i16),
-                        _mm256_set1_epi16(2 * pair as i16 + 1),
-                        1,
-                    );
-                    let s = _mm512_permutexvar_epi16(pick, scales);
-                    for r in 0..R {
-                        let q = _mm512_loadu_si512(xs[r].add(pair * 64) as *const _);
-                        iz[r] = dpwssd512(iz[r], _mm512_maddubs_epi16(u, q), s);
-                    }
-                }
-                for r in 0..R {
-                    is[r][0] = _mm512_castsi512_si256(iz[r]);
-                    is[r][1] = _mm512_extracti64x4_epi64(iz[r], 1);
-                }
-                let dmin = f16_at(&blk[2..]);
-                let mins = _mm256_mul_ps(
-                    _mm256_set1_ps(dmin),
-                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                        mn.as_ptr() as *const __m128i
-                    ))),
-                );
-                for r in 0..R {
-                    let s = _mm256_loadu_ps(x.block_sums.as_ptr().add((r0 + r) * ml + sb * 8));
-                    accm[r][sb % 2] = _mm256_fmadd_ps(mins, s, accm[r][sb % 2]);
-                }
-                (f16_at(blk), _mm256_setzero_si256())
-            }
             Format::Q4K => {
                 let blk = &bytes[sb * 144..sb * 144 + 144];
                 let (sc, mn) = super::formats::q4k_scales_mins(&blk[4..16]);
-                for pair in 0..4 {
-                    let v = _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
-                    let u0 = _mm256_and_si256(v, lo4);
-                    let u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-                    let s0 = _mm256_set1_epi16(sc[pair * 2] as i16);
-                    let s1 = _mm256_set1_epi16(sc[pair * 2 + 1] as i16);
+                if VNNI {
+                    // 512-bit form: one register holds a pair's two blocks (low nibbles = the
+                    // even block in lanes 0–7, high nibbles = the odd one in lanes 8–15), the
+                    // activations of both are contiguous, so each pair takes one `vpmaddubsw`
+                    // and one `vpdpwssd` per row; the halves are the even and odd sums.
+                    let scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_loadl_epi64(
+                        sc.as_ptr() as *const __m128i,
+                    )));
+                    let lo4z = _mm512_set1_epi8(0x0F);
+                    let shifts =
+                        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+                    let mut iz = [_mm512_setzero_si512(); R];
+                    for pair in 0..4 {
+                        let v = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                            p.add(sb * 144 + 16 + pair * 32) as *const __m256i,
+                        ));
+                        let u = _mm512_and_si512(_mm512_srlv_epi16(v, shifts), lo4z);
+                        let pick = _mm512_inserti64x4(
+                            _mm512_set1_epi16(2 * pair as i16),
+                            _mm256_set1_epi16(2 * pair as i16 + 1),
+                            1,
+                        );
+                        let s = _mm512_permutexvar_epi16(pick, scales);
+                        for r in 0..R {
+                            let q = _mm512_loadu_si512(xs[r].add(pair * 64) as *const _);
+                            iz[r] = dpwssd512(iz[r], _mm512_maddubs_epi16(u, q), s);
+                        }
+                    }
                     for r in 0..R {
-                        is[r][0] = dot(is[r][0], u0, s0, xs[r].add(pair * 64));
-                        is[r][1] = dot(is[r][1], u1, s1, xs[r].add(pair * 64 + 32));
+                        is[r][0] = _mm512_castsi512_si256(iz[r]);
+                        is[r][1] = _mm512_extracti64x4_epi64(iz[r], 1);
+                    }
+                } else {
+                    for pair in 0..4 {
+                        let v =
+                            _mm256_loadu_si256(p.add(sb * 144 + 16 + pair * 32) as *const __m256i);
+                        let u0 = _mm256_and_si256(v, lo4);
+                        let u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+                        let s0 = _mm256_set1_epi16(sc[pair * 2] as i16);
+                        let s1 = _mm256_set1_epi16(sc[pair * 2 + 1] as i16);
+                        for r in 0..R {
+                            is[r][0] = dot(is[r][0], u0, s0, xs[r].add(pair * 64));
+                            is[r][1] = dot(is[r][1], u1, s1, xs[r].add(pair * 64 + 32));
+                        }
                     }
                 }
                 let dmin = f16_at(&blk[2..]);

@@ -488,25 +488,7 @@ mod tests {
             blocks.write(start, &part.flatten_all().unwrap().to_vec1().unwrap(), len);
         }
         let fast = blocked_attention(&q, &blocks, &v, 0).unwrap();
-        let reference = grouped_attention_reference(
-            &q,
-            &k.narrow(1, 0, total).unwrap(),
-            &v.narrow(1, 0, total).unwrap(),
-            0,
-        )
-        .unwrap()
-        .transpose(0, 1)
-        .unwrap()
-        .reshape((total, nh * hd))
-        .unwrap();
-        let diff = (fast.clone() - reference)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
         assert!(
             diff < 1e-5,
             "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
@@ -517,29 +499,52 @@ mod tests {
             let tail = blocked_attention(&q.narrow(1, cached, rows).unwrap(), &blocks, &v, cached)
                 .unwrap();
             assert_eq!(
-                tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
-                fast.narrow(0, cached, rows)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap(),
+                flat(&tail),
+                flat(&fast.narrow(0, cached, rows).unwrap()),
                 "hd {hd} heads {nh}/{nkv}: rows after {cached} cached positions differ"
             );
         }
         // A prefix copy of the blocks serves the first positions alike.
         let half = total.div_ceil(2);
-        let short =
-            blocked_attention(&q.narrow(1, 0, half).unwrap(), &blocks.prefix(half), &v, 0).unwrap();
-        assert_eq!(
-            short.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
-            fast.narrow(0, 0, half)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-        );
+        let short = blocked_attention(
+            &q.narrow(1, 0, half).unwrap(),
+            &blocks.prefix(half, half),
+            &v,
+            0,
+        )
+        .unwrap();
+        assert_eq!(flat(&short), flat(&fast.narrow(0, 0, half).unwrap()));
+    }
+
+    /// The tensor-op reference as `[total, n_head * hd]` rows.
+    fn reference_rows(q: &Tensor, k: &Tensor, v: &Tensor, total: usize) -> Tensor {
+        let (nh, _, hd) = q.dims3().unwrap();
+        grouped_attention_reference(
+            q,
+            &k.narrow(1, 0, total).unwrap(),
+            &v.narrow(1, 0, total).unwrap(),
+            0,
+        )
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap()
+        .reshape((total, nh * hd))
+        .unwrap()
+    }
+
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    fn flat(t: &Tensor) -> Vec<f32> {
+        t.flatten_all().unwrap().to_vec1().unwrap()
     }
 
     fn check_kernel(hd: usize) {
@@ -550,32 +555,10 @@ mod tests {
         let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let v = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let fast = causal_attention(&q, &k, &v, 0).unwrap();
-        let reference = grouped_attention_reference(
-            &q,
-            &k.narrow(1, 0, total).unwrap(),
-            &v.narrow(1, 0, total).unwrap(),
-            0,
-        )
-        .unwrap()
-        .transpose(0, 1)
-        .unwrap()
-        .reshape((total, nh * hd))
-        .unwrap();
-        let diff = (fast.clone() - reference)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
         assert!(diff < 1e-5, "{diff}");
         // The last 15 rows computed after 25 cached positions are bit-identical.
         let tail = causal_attention(&q.narrow(1, 25, 15).unwrap(), &k, &v, 25).unwrap();
-        let same = fast.narrow(0, 25, 15).unwrap();
-        assert_eq!(
-            tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
-            same.flatten_all().unwrap().to_vec1::<f32>().unwrap()
-        );
+        assert_eq!(flat(&tail), flat(&fast.narrow(0, 25, 15).unwrap()));
     }
 }
