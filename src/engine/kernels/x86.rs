@@ -785,6 +785,22 @@ pub unsafe fn gemv_k_vnni<const R: usize>(
     gemv_k_body::<R, true>(format, bytes, x, r0)
 }
 
+/// [`gemv_k_body`] with AVX-512 VNNI for one activation row over consecutive weight rows
+/// (`bytes`: whole rows of `row_bytes` each; `out[i]` gets row `i`'s result): one call
+/// per thread's share instead of one per weight row.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub unsafe fn gemv_k_rows_vnni(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRowsK,
+    out: &mut [f32],
+) {
+    for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
+        *o = gemv_k_body::<1, true>(format, row, x, 0)[0];
+    }
+}
+
 /// [`gemv_k_body`] with AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn gemv_k_avx2<const R: usize>(
@@ -897,6 +913,21 @@ pub unsafe fn gemv_blocks_vnni<const R: usize>(
     r0: usize,
 ) -> [f32; R] {
     gemv_blocks_body::<R, true>(format, bytes, x, r0)
+}
+
+/// [`gemv_blocks_body`] with AVX-512 VNNI for one activation row over consecutive weight
+/// rows (as [`gemv_k_rows_vnni`]).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub unsafe fn gemv_blocks_rows_vnni(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    out: &mut [f32],
+) {
+    for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
+        *o = gemv_blocks_body::<1, true>(format, row, x, 0)[0];
+    }
 }
 
 /// [`gemv_blocks_body`] with AVX2.
