@@ -567,6 +567,11 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         None
     };
 
+    // Memory bandwidth moves with the (shared) machine's state: measured before the engines
+    // run and again after, the best of both taken as the limit.
+    eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5 (before)");
+    let bandwidth_before = sys::memory_bandwidth(threads, 512, 5);
+
     let quire = match &opts.quire {
         QuireRunner::InProcess => measure_quire(
             &opts.model,
@@ -578,9 +583,6 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         )?,
         QuireRunner::Child(exe) => run_quire_child(exe, opts, &ids)?,
     };
-
-    eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5");
-    let bandwidth = sys::memory_bandwidth(threads, 512, 5);
 
     let llama = match &python {
         Some(py) => match measure_llama_cpp(
@@ -602,6 +604,8 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         None => None,
     };
 
+    eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5 (after)");
+    let bandwidth = bandwidth_before.merge(sys::memory_bandwidth(threads, 512, 5));
     let limit = bandwidth.read_gb_s * 1e9 / weights.per_token_bytes as f64;
     let l = llama.as_ref();
     Ok(EngineReport {
@@ -742,11 +746,12 @@ pub fn render_text(r: &EngineReport) -> String {
     ));
     let w = &r.weights;
     s.push_str(&format!(
-        "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context (f32; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
+        "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {} runs before and after the engines ran; slowest {:.1})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context (f32; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
         r.bandwidth.read_gb_s,
         r.bandwidth.threads,
         r.bandwidth.buffer_mib,
         r.bandwidth.runs,
+        r.bandwidth.slowest_gb_s,
         w.per_token_bytes as f64 / 1e6,
         w.tensor_bytes as f64 / 1e6,
         if w.tied_output { ", output tied to the embedding so it is read in full" } else { " less the embedding table (one row read per token)" },

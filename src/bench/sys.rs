@@ -133,6 +133,20 @@ pub struct Bandwidth {
     pub threads: usize,
     /// Runs (best taken).
     pub runs: usize,
+    /// The slowest run, GB/s (how much the machine's bandwidth moved while measuring).
+    pub slowest_gb_s: f64,
+}
+
+impl Bandwidth {
+    /// Both sets of runs as one: the best of all, the slowest of all.
+    pub fn merge(self, other: Bandwidth) -> Bandwidth {
+        Bandwidth {
+            read_gb_s: self.read_gb_s.max(other.read_gb_s),
+            slowest_gb_s: self.slowest_gb_s.min(other.slowest_gb_s),
+            runs: self.runs + other.runs,
+            ..self
+        }
+    }
 }
 
 /// Read bandwidth: `threads` threads each sum their share of a `buffer_mib` MiB buffer of
@@ -145,6 +159,7 @@ pub fn memory_bandwidth(threads: usize, buffer_mib: usize, runs: usize) -> Bandw
     let buf: Vec<u64> = (0..words as u64).map(|i| i | 1).collect();
     let chunk = words.div_ceil(threads);
     let mut best = f64::INFINITY;
+    let mut worst = 0f64;
     for _ in 0..runs.max(1) {
         let start = Instant::now();
         let total: u64 = std::thread::scope(|s| {
@@ -159,9 +174,11 @@ pub fn memory_bandwidth(threads: usize, buffer_mib: usize, runs: usize) -> Bandw
         });
         std::hint::black_box(total);
         best = best.min(start.elapsed().as_secs_f64());
+        worst = worst.max(start.elapsed().as_secs_f64());
     }
     Bandwidth {
         read_gb_s: (words * 8) as f64 / best / 1e9,
+        slowest_gb_s: (words * 8) as f64 / worst / 1e9,
         buffer_mib,
         threads,
         runs: runs.max(1),
