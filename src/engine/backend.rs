@@ -3,7 +3,7 @@
 //! on-device engine with the prefix cache; a remote OpenAI-compatible server can implement
 //! the same trait without touching the agents.
 
-use super::generate::{FinishReason, GenerationParams};
+use super::generate::{FinishReason, Generation, GenerationParams};
 use super::kernels::SMALL_BATCH;
 use super::kv_cache::KvCache;
 use super::prefix_cache::disk::DiskPrefixCache;
@@ -104,6 +104,24 @@ struct Prepared {
     source: &'static str,
 }
 
+impl Prepared {
+    /// The reply to this prepared request: `wall` seconds for the call (or its batch),
+    /// `busy` of them attributable to it.
+    fn completion(&self, gen: Generation, wall: f64, busy: f64) -> Completion {
+        Completion {
+            text: gen.text,
+            prompt_tokens: self.tokens.len(),
+            cached_tokens: self.hit,
+            cache_source: self.source,
+            completion_tokens: gen.tokens.len(),
+            latency_seconds: wall,
+            busy_seconds: busy,
+            ttft_seconds: wall - gen.decode_seconds,
+            finish: gen.finish,
+        }
+    }
+}
+
 impl LocalBackend {
     /// Tokenize `req` and find (memory, then disk) or compute its stable prefix, storing a
     /// newly computed one in memory and on disk.
@@ -169,17 +187,7 @@ impl ChatBackend for LocalBackend {
             .engine
             .generate(&mut p.cache, &p.tokens, &req.params, &mut |_| {})?;
         let wall = start.elapsed().as_secs_f64();
-        Ok(Completion {
-            text: gen.text,
-            prompt_tokens: p.tokens.len(),
-            cached_tokens: p.hit,
-            cache_source: p.source,
-            completion_tokens: gen.tokens.len(),
-            latency_seconds: wall,
-            busy_seconds: wall,
-            ttft_seconds: wall - gen.decode_seconds,
-            finish: gen.finish,
-        })
+        Ok(p.completion(gen, wall, wall))
     }
 
     /// Up to [`SMALL_BATCH`] requests are decoded together ([`Engine::generate_batch`]),
@@ -205,17 +213,7 @@ impl ChatBackend for LocalBackend {
             let gens = self.engine.generate_batch(&mut jobs, &params)?;
             let wall = start.elapsed().as_secs_f64();
             for (p, gen) in prepared.iter().zip(gens) {
-                out.push(Completion {
-                    text: gen.text,
-                    prompt_tokens: p.tokens.len(),
-                    cached_tokens: p.hit,
-                    cache_source: p.source,
-                    completion_tokens: gen.tokens.len(),
-                    latency_seconds: wall,
-                    busy_seconds: wall / group.len() as f64,
-                    ttft_seconds: wall - gen.decode_seconds,
-                    finish: gen.finish,
-                });
+                out.push(p.completion(gen, wall, wall / group.len() as f64));
             }
         }
         Ok(out)

@@ -774,44 +774,6 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     })
 }
 
-/// [`gemv_k_body`] with AVX-512 VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub unsafe fn gemv_k_vnni<const R: usize>(
-    format: Format,
-    bytes: &[u8],
-    x: &QuantizedRowsK,
-    r0: usize,
-) -> [f32; R] {
-    gemv_k_body::<R, true>(format, bytes, x, r0)
-}
-
-/// [`gemv_k_body`] with AVX-512 VNNI for one activation row over consecutive weight rows
-/// (`bytes`: whole rows of `row_bytes` each; `out[i]` gets row `i`'s result): one call
-/// per thread's share instead of one per weight row.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub unsafe fn gemv_k_rows_vnni(
-    format: Format,
-    bytes: &[u8],
-    row_bytes: usize,
-    x: &QuantizedRowsK,
-    out: &mut [f32],
-) {
-    for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
-        *o = gemv_k_body::<1, true>(format, row, x, 0)[0];
-    }
-}
-
-/// [`gemv_k_body`] with AVX2.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemv_k_avx2<const R: usize>(
-    format: Format,
-    bytes: &[u8],
-    x: &QuantizedRowsK,
-    r0: usize,
-) -> [f32; R] {
-    gemv_k_body::<R, false>(format, bytes, x, r0)
-}
-
 /// One 32-weight-format row (its stored bytes) times activation rows `r0..r0+R`,
 /// decoding in registers; bit-identical to [`tile_zmm`] / [`tile_avx2`] for the same rows.
 #[inline(always)]
@@ -904,42 +866,64 @@ unsafe fn gemv_blocks_body<const R: usize, const VNNI: bool>(
     })
 }
 
-/// [`gemv_blocks_body`] with AVX-512 VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn gemv_blocks_vnni<const R: usize>(
-    format: Format,
-    bytes: &[u8],
-    x: &QuantizedRows,
-    r0: usize,
-) -> [f32; R] {
-    gemv_blocks_body::<R, true>(format, bytes, x, r0)
+/// The entry points of a register path (`$body`, generic over the row count and VNNI):
+/// `$vnni` and `$avx2` for one to four activation rows and one weight row, and
+/// `$rows_vnni` for one activation row over consecutive weight rows (`bytes`: whole rows of
+/// `row_bytes`; `out[i]` gets row `i`), so a thread's share of a matrix is one call.
+macro_rules! register_path {
+    ($body:ident, $x:ty, $vnni:ident, $rows_vnni:ident, $avx2:ident) => {
+        #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI.")]
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+        pub unsafe fn $vnni<const R: usize>(
+            format: Format,
+            bytes: &[u8],
+            x: &$x,
+            r0: usize,
+        ) -> [f32; R] {
+            $body::<R, true>(format, bytes, x, r0)
+        }
+
+        #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI, one activation row over consecutive weight rows.")]
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+        pub unsafe fn $rows_vnni(
+            format: Format,
+            bytes: &[u8],
+            row_bytes: usize,
+            x: &$x,
+            out: &mut [f32],
+        ) {
+            for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
+                *o = $body::<1, true>(format, row, x, 0)[0];
+            }
+        }
+
+        #[doc = concat!("[`", stringify!($body), "`] with AVX2.")]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $avx2<const R: usize>(
+            format: Format,
+            bytes: &[u8],
+            x: &$x,
+            r0: usize,
+        ) -> [f32; R] {
+            $body::<R, false>(format, bytes, x, r0)
+        }
+    };
 }
 
-/// [`gemv_blocks_body`] with AVX-512 VNNI for one activation row over consecutive weight
-/// rows (as [`gemv_k_rows_vnni`]).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn gemv_blocks_rows_vnni(
-    format: Format,
-    bytes: &[u8],
-    row_bytes: usize,
-    x: &QuantizedRows,
-    out: &mut [f32],
-) {
-    for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
-        *o = gemv_blocks_body::<1, true>(format, row, x, 0)[0];
-    }
-}
-
-/// [`gemv_blocks_body`] with AVX2.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemv_blocks_avx2<const R: usize>(
-    format: Format,
-    bytes: &[u8],
-    x: &QuantizedRows,
-    r0: usize,
-) -> [f32; R] {
-    gemv_blocks_body::<R, false>(format, bytes, x, r0)
-}
+register_path!(
+    gemv_k_body,
+    QuantizedRowsK,
+    gemv_k_vnni,
+    gemv_k_rows_vnni,
+    gemv_k_avx2
+);
+register_path!(
+    gemv_blocks_body,
+    QuantizedRows,
+    gemv_blocks_vnni,
+    gemv_blocks_rows_vnni,
+    gemv_blocks_avx2
+);
 
 /// The K-quant tile on 512-bit registers: two 32-weight blocks per instruction. Integer
 /// sums are exact in any grouping and the float steps are the same, so the results are
