@@ -4,7 +4,7 @@
 //!
 //! Environment: `QUIRE_BENCH_MODEL` (default qwen2.5-coder-0.5b-instruct-q4_k_m),
 //! `QUIRE_BENCH_THREADS`, `QUIRE_BENCH_PREFIX_TOKENS` (default 1500), `QUIRE_BENCH_PARTS`,
-//! `QUIRE_BENCH_MAX_RECOMPUTE`, `QUIRE_BENCH_JSON=1` for JSON.
+//! `QUIRE_BENCH_MAX_RECOMPUTE`, `QUIRE_BENCH_REPEATS` (default 3), `QUIRE_BENCH_JSON=1` for JSON.
 //! Under `cargo test` (no `--bench` argument) it only says how to run it.
 
 use quire::bench::prefix::{self, PrefixBenchOptions};
@@ -34,6 +34,7 @@ fn main() -> anyhow::Result<()> {
         svg: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/quire-bench/prefix.svg")),
         prefill_scaling: false,
         threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
+        repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(3),
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -136,6 +136,10 @@ pub struct PrefixArgs {
     /// Also report prefill tokens/s at 512, 2,048 and 4,096 tokens.
     #[arg(long)]
     pub prefill_scaling: bool,
+    /// Measure each part's TTFT with reuse and with recompute this many times
+    /// (interleaved) and keep the best of each.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
     /// Threads (default: all logical CPUs).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -223,6 +227,7 @@ fn run_prefix(a: PrefixArgs) -> Result<i32> {
         svg: (!a.no_svg).then_some(a.svg),
         prefill_scaling: a.prefill_scaling,
         threads,
+        repeats: a.repeats,
     })?;
     emit(&report, a.json, a.json_file.as_deref(), prefix::render_text)
 }

@@ -524,6 +524,25 @@ fn tile_cols(isa: Isa) -> usize {
     }
 }
 
+/// Ask the CPU to start loading weight rows `j0..j1` into cache (the next group's, while
+/// the tiles compute with this one's): for a short batch the tiles are too brief for the
+/// hardware prefetcher to hide the memory latency of the next rows.
+#[inline]
+fn prefetch_rows(w: &QuantMatrix, j0: usize, j1: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if j0 < j1 {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let rb = w.format.row_bytes(w.cols);
+        let bytes = &w.data.as_slice()[j0 * rb..j1 * rb];
+        for line in (0..bytes.len()).step_by(64) {
+            // SAFETY: prefetching is a hint; the address is inside `bytes`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(line) as *const i8) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (w, j0, j1);
+}
+
 /// The loop nest shared by both families: column chunks in parallel; within a chunk,
 /// passes over the activation rows; within a pass, `jmax` weight rows decoded at a time and
 /// multiplied with up to four activation rows at a time.
@@ -561,6 +580,7 @@ fn drive<Row, New, Dec, Tile>(
                 for (i, row) in rows.iter_mut().enumerate().take(jn) {
                     dec(j + i, row);
                 }
+                prefetch_rows(w, j + jn, (j + 2 * jmax).min(j1));
                 tile(&rows, jn, t0, t1, j, out.0);
                 j += jn;
             }
