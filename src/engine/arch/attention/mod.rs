@@ -81,12 +81,16 @@ pub fn blocked_attention(
     let scale = 1.0 / (hd as f32).sqrt();
     let q = q.contiguous()?;
     let mut out = vec![0f32; t * nh * hd];
+    let out_ptr = SendPtr(out.as_mut_ptr());
     with_cpu_slice(&q, |q| {
         with_cpu_slice(values, |v| {
-            out.par_chunks_mut(groups * hd).enumerate().for_each_init(
+            // Tasks ordered kv head first: rayon hands each thread a contiguous range, so a
+            // thread works through one head's keys and values (which then stay in its L2)
+            // instead of alternating between heads.
+            (0..nkv * t).into_par_iter().for_each_init(
                 || (Vec::new(), vec![0f32; groups * hd]),
-                |(scores, qrows), (idx, o)| {
-                    let (i, g) = (idx / nkv, idx % nkv);
+                |(scores, qrows), idx| {
+                    let (g, i) = (idx / t, idx % t);
                     for r in 0..groups {
                         let h = g * groups + r;
                         qrows[r * hd..(r + 1) * hd]
@@ -97,6 +101,15 @@ pub fn blocked_attention(
                         n_kv_head: nkv,
                         head: g,
                         values: &v[g * cap * hd..(g * cap + offset + i + 1) * hd],
+                    };
+                    let out_ptr = &out_ptr;
+                    // SAFETY: task (g, i) alone writes the `groups * hd` outputs of position
+                    // i's query heads of group g, inside `out` (t × nh × hd).
+                    let o = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            out_ptr.0.add((i * nkv + g) * groups * hd),
+                            groups * hd,
+                        )
                     };
                     // SAFETY: `uses_key_blocks` checked AVX-512 and the head size; the
                     // blocks and values cover `offset + i + 1` positions (checked above).
@@ -119,6 +132,15 @@ pub fn blocked_attention(
     })?;
     Ok(Tensor::from_vec(out, (t, nh * hd), q.device())?)
 }
+
+/// The output pointer shared by the attention tasks (each writes its own rows).
+#[cfg(target_arch = "x86_64")]
+struct SendPtr(*mut f32);
+// SAFETY: tasks write disjoint ranges (see `blocked_attention`).
+#[cfg(target_arch = "x86_64")]
+unsafe impl Send for SendPtr {}
+#[cfg(target_arch = "x86_64")]
+unsafe impl Sync for SendPtr {}
 
 /// Without x86-64 there are no AVX-512 tiles ([`uses_key_blocks`] is false).
 #[cfg(not(target_arch = "x86_64"))]
