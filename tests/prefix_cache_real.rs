@@ -243,13 +243,16 @@ fn kv_cache_grows_truncates_and_forks() {
     assert_eq!(f.tokens(), &ids[..3]);
     c.truncate(2);
     assert_eq!(c.len(), 2);
-    assert_eq!(c.bytes_per_token(), e.config().kv_bytes_per_token());
+    assert_eq!(
+        c.bytes_per_token(),
+        e.config().kv_bytes_per_token(c.layout().elem_bytes())
+    );
 }
 
 #[test]
 fn store_evicts_least_recently_used_under_budget() {
     let e = smol();
-    let per_token = e.config().kv_bytes_per_token();
+    let per_token = e.new_cache().unwrap().bytes_per_token();
     let mk = |text: &str| {
         let mut c = e.new_cache().unwrap();
         e.prefill(&mut c, &e.encode(text).unwrap()).unwrap();

@@ -20,7 +20,7 @@
 use super::sys::{self, Bandwidth, Machine};
 use super::{argmax, fmt_opt, prompt_ids, ratio, table};
 use crate::engine::gguf::GgufFile;
-use crate::engine::kv_cache::KvCache;
+use crate::engine::kv_cache::{KvCache, KvLayout};
 use crate::engine::tokenizer::Tokenizer;
 use crate::engine::{Engine, LoadOptions};
 use anyhow::{bail, Context, Result};
@@ -636,7 +636,9 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         bandwidth_gb_s: bandwidth.read_gb_s,
         bandwidth,
         weight_bytes_per_token: weights.per_token_bytes,
-        kv_bytes_per_token_at_short: (cfg.kv_bytes_per_token() * SHORT_PROMPT) as u64,
+        kv_bytes_per_token_at_short: (cfg
+            .kv_bytes_per_token(KvLayout::for_device(&cfg, &Device::Cpu).elem_bytes())
+            * SHORT_PROMPT) as u64,
         weights,
         decode_limit_tok_s: limit,
         quire_decode_pct_of_limit: 100.0 * quire.decode_tok_s / limit,

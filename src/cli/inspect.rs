@@ -22,6 +22,7 @@ pub fn run(args: InspectArgs) -> Result<i32> {
     let path = crate::model_store::resolve_model(args.model.as_deref(), true, args.json)?;
     let gguf = GgufFile::open(&path)?;
     let cfg = ModelConfig::from_gguf(&gguf)?;
+    let kv = crate::engine::kv_cache::KvLayout::for_device(&cfg, &candle_core::Device::Cpu);
     let tok = Tokenizer::for_model(&gguf)?;
     let template = ChatTemplate::from_gguf(&gguf)?;
     let info = json!({
@@ -32,7 +33,8 @@ pub fn run(args: InspectArgs) -> Result<i32> {
         "parameters": gguf.parameter_count(),
         "tensor_types": gguf.tensor_type_counts().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "config": cfg,
-        "kv_bytes_per_token": cfg.kv_bytes_per_token(),
+        "kv_bytes_per_token": cfg.kv_bytes_per_token(kv.elem_bytes()),
+        "kv_dtype": kv.dtype_name(),
         "tokenizer": {
             "source": tok.source,
             "vocab_size": tok.vocab_size(),
@@ -69,9 +71,10 @@ pub fn run(args: InspectArgs) -> Result<i32> {
             cfg.vocab_size
         );
         println!(
-            "context        {} tokens (KV cache {} KB/token in f32)",
+            "context        {} tokens (KV cache {} KB/token in {} on this CPU)",
             cfg.context_length,
-            cfg.kv_bytes_per_token() / 1024
+            cfg.kv_bytes_per_token(kv.elem_bytes()) / 1024,
+            kv.dtype_name()
         );
         println!("rope θ / eps   {} / {:e}", cfg.rope_theta, cfg.rms_eps);
         println!(

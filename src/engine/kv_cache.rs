@@ -7,9 +7,12 @@
 //! cache also remembers the token ids it holds, so a prefix store can match prompts
 //! against it, and it can be truncated or forked at any length.
 //!
-//! Where the CPU runs the AVX-512 attention kernel, each layer's keys are kept instead in
-//! [`KeyBlocks`], the blocked, transposed layout that kernel reads (written as positions
-//! are appended, so no call re-arranges the cache; same bytes per position).
+//! Where the CPU runs the AVX-512 attention kernels, layers are kept instead in the blocked
+//! layouts those kernels read, written as positions are appended so no call re-arranges
+//! the cache ([`KvLayout`]): f32 keys in [`KeyBlocks`] (same bytes per position), or, with
+//! AVX-512 BF16, keys and values in bf16 in [`KvBlocks16`] (half the bytes). A cache and
+//! every cache forked from it or recomputed on the same machine use the same layout, so
+//! reuse stays bit-identical either way.
 
 use crate::engine::arch::{attention, ModelConfig};
 use anyhow::{ensure, Context, Result};
@@ -18,13 +21,59 @@ use candle_core::{DType, Device, Tensor};
 /// Initial capacity in positions.
 const INITIAL_CAPACITY: usize = 256;
 
+/// How a cache stores keys and values, chosen per device and CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvLayout {
+    /// f32 tensors `[n_kv_head, capacity, head_dim]` (GPUs; CPUs without AVX-512).
+    Rows,
+    /// f32 keys in [`KeyBlocks`], f32 value tensors (AVX-512 CPUs without BF16).
+    KeyBlocks,
+    /// bf16 keys and values in [`KvBlocks16`] (AVX-512 CPUs with BF16).
+    Bf16,
+}
+
+impl KvLayout {
+    /// The layout a cache for `cfg` on `device` uses.
+    pub fn for_device(cfg: &ModelConfig, device: &Device) -> Self {
+        if !device.is_cpu() {
+            Self::Rows
+        } else if attention::uses_bf16_blocks(cfg.head_dim) {
+            Self::Bf16
+        } else if attention::uses_key_blocks(cfg.head_dim) {
+            Self::KeyBlocks
+        } else {
+            Self::Rows
+        }
+    }
+
+    /// Element type of the stored keys and values: `"f32"` or `"bf16"`.
+    pub fn dtype_name(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            _ => "f32",
+        }
+    }
+
+    /// Bytes per stored key or value element.
+    pub fn elem_bytes(self) -> usize {
+        match self {
+            Self::Bf16 => 2,
+            _ => 4,
+        }
+    }
+}
+
+/// One layer's storage.
+enum LayerStore {
+    Rows { keys: Tensor, values: Tensor },
+    KeyBlocks { keys: KeyBlocks, values: Tensor },
+    Bf16(KvBlocks16),
+}
+
 /// Keys and values of every layer for a sequence of tokens.
 pub struct KvCache {
-    /// Keys per layer, `[n_kv_head, capacity, head_dim]`; empty where `key_blocks` holds them.
-    keys: Vec<Tensor>,
-    values: Vec<Tensor>,
-    /// Keys per layer in the AVX-512 attention kernel's layout; empty where `keys` holds them.
-    key_blocks: Vec<KeyBlocks>,
+    layers: Vec<LayerStore>,
+    layout: KvLayout,
     capacity: usize,
     len: usize,
     pending: usize,
@@ -44,31 +93,41 @@ impl KvCache {
     /// An empty cache with room for `capacity` positions before it grows.
     pub fn with_capacity(cfg: &ModelConfig, device: &Device, capacity: usize) -> Result<Self> {
         let capacity = capacity.max(1);
-        let shape = (cfg.n_kv_head, capacity, cfg.head_dim);
-        let blocked = device.is_cpu() && attention::uses_key_blocks(cfg.head_dim);
-        let mut keys = Vec::with_capacity(cfg.n_layer);
-        let mut values = Vec::with_capacity(cfg.n_layer);
-        let mut key_blocks = Vec::new();
-        for _ in 0..cfg.n_layer {
-            if blocked {
-                let mut b = KeyBlocks::new(cfg.n_kv_head, cfg.head_dim);
-                b.reserve(capacity);
-                key_blocks.push(b);
-            } else {
-                keys.push(Tensor::zeros(shape, DType::F32, device)?);
-            }
-            values.push(Tensor::zeros(shape, DType::F32, device)?);
-        }
+        let layout = KvLayout::for_device(cfg, device);
+        let (nkv, hd) = (cfg.n_kv_head, cfg.head_dim);
+        let zeros = || Tensor::zeros((nkv, capacity, hd), DType::F32, device);
+        let layers = (0..cfg.n_layer)
+            .map(|_| {
+                Ok(match layout {
+                    KvLayout::Rows => LayerStore::Rows {
+                        keys: zeros()?,
+                        values: zeros()?,
+                    },
+                    KvLayout::KeyBlocks => {
+                        let mut keys = KeyBlocks::new(nkv, hd);
+                        keys.reserve(capacity);
+                        LayerStore::KeyBlocks {
+                            keys,
+                            values: zeros()?,
+                        }
+                    }
+                    KvLayout::Bf16 => {
+                        let mut b = KvBlocks16::new(nkv, hd);
+                        b.reserve(capacity);
+                        LayerStore::Bf16(b)
+                    }
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(Self {
-            keys,
-            values,
-            key_blocks,
+            layers,
+            layout,
             capacity,
             len: 0,
             pending: 0,
             tokens: Vec::new(),
-            n_kv_head: cfg.n_kv_head,
-            head_dim: cfg.head_dim,
+            n_kv_head: nkv,
+            head_dim: hd,
             max_len: cfg.context_length,
             device: device.clone(),
         })
@@ -96,12 +155,17 @@ impl KvCache {
 
     /// Number of layers.
     pub fn n_layer(&self) -> usize {
-        self.values.len()
+        self.layers.len()
     }
 
-    /// Bytes used per stored position (keys + values, all layers, f32).
+    /// How keys and values are stored.
+    pub fn layout(&self) -> KvLayout {
+        self.layout
+    }
+
+    /// Bytes used per stored position (keys + values, all layers).
     pub fn bytes_per_token(&self) -> usize {
-        2 * self.n_layer() * self.n_kv_head * self.head_dim * 4
+        2 * self.n_layer() * self.n_kv_head * self.head_dim * self.layout.elem_bytes()
     }
 
     /// Bytes allocated (capacity, not length).
@@ -123,17 +187,29 @@ impl KvCache {
             cap *= 2;
         }
         let shape = (self.n_kv_head, cap, self.head_dim);
-        for buf in self.keys.iter_mut().chain(self.values.iter_mut()) {
+        let grow = |buf: &mut Tensor| -> Result<()> {
             let bigger = Tensor::zeros(shape, DType::F32, &self.device)?;
             bigger.slice_set(buf, 1, 0)?;
             *buf = bigger;
+            Ok(())
+        };
+        for layer in &mut self.layers {
+            match layer {
+                LayerStore::Rows { keys, values } => {
+                    grow(keys)?;
+                    grow(values)?;
+                }
+                LayerStore::KeyBlocks { values, .. } => grow(values)?,
+                // Blocks grow as they are written.
+                LayerStore::Bf16(_) => {}
+            }
         }
         self.capacity = cap;
         Ok(())
     }
 
     /// Write keys and values (`[n_kv_head, t, head_dim]`) of `t` new positions for `layer`
-    /// after the stored ones. They become visible to [`Self::layer_buffers`] at once and part of
+    /// after the stored ones. They become visible to [`Self::layer`] at once and part of
     /// the cache at [`Self::commit`].
     pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<()> {
         let t = k.dim(1)?;
@@ -145,31 +221,36 @@ impl KvCache {
         );
         self.grow_to(self.len + t)?;
         self.pending = t;
-        let k = k.contiguous()?;
-        let v = v.contiguous()?;
-        self.values
-            .get(layer)
-            .context("layer out of range")?
-            .slice_set(&v, 1, self.len)?;
-        match self.key_blocks.get_mut(layer) {
-            Some(blocks) => blocks.write(self.len, &k.flatten_all()?.to_vec1::<f32>()?, t),
-            None => self.keys[layer].slice_set(&k, 1, self.len)?,
+        self.write(layer, self.len, k, v)
+    }
+
+    /// Store `k` and `v` (`[n_kv_head, t, head_dim]`) of `layer` at positions `start..`.
+    fn write(&mut self, layer: usize, start: usize, k: &Tensor, v: &Tensor) -> Result<()> {
+        let t = k.dim(1)?;
+        let k = k.to_dtype(DType::F32)?.contiguous()?;
+        let v = v.to_dtype(DType::F32)?.contiguous()?;
+        let flat = |x: &Tensor| x.flatten_all()?.to_vec1::<f32>();
+        match self.layers.get_mut(layer).context("layer out of range")? {
+            LayerStore::Rows { keys, values } => {
+                keys.slice_set(&k, 1, start)?;
+                values.slice_set(&v, 1, start)?;
+            }
+            LayerStore::KeyBlocks { keys, values } => {
+                values.slice_set(&v, 1, start)?;
+                keys.write(start, &flat(&k)?, t);
+            }
+            LayerStore::Bf16(b) => b.write(start, &flat(&k)?, &flat(&v)?, t),
         }
         Ok(())
     }
 
-    /// The keys of `layer`; the first `len + pending` positions are valid.
-    pub fn layer_keys(&self, layer: usize) -> LayerKeys<'_> {
-        match self.key_blocks.get(layer) {
-            Some(b) => LayerKeys::Blocks(b),
-            None => LayerKeys::Rows(&self.keys[layer]),
+    /// The keys and values of `layer`; the first `len + pending` positions are valid.
+    pub fn layer(&self, layer: usize) -> LayerKv<'_> {
+        match &self.layers[layer] {
+            LayerStore::Rows { keys, values } => LayerKv::Rows { keys, values },
+            LayerStore::KeyBlocks { keys, values } => LayerKv::KeyBlocks { keys, values },
+            LayerStore::Bf16(b) => LayerKv::Bf16(b),
         }
-    }
-
-    /// The whole value buffer of `layer` (`[n_kv_head, capacity, head_dim]`); the first
-    /// `len + pending` positions are valid.
-    pub fn layer_values(&self, layer: usize) -> &Tensor {
-        &self.values[layer]
     }
 
     /// Make the pending positions (written for every layer) part of the cache.
@@ -200,26 +281,33 @@ impl KvCache {
         let len = len.min(self.len);
         let capacity = (len + extra).max(INITIAL_CAPACITY);
         let shape = (self.n_kv_head, capacity, self.head_dim);
-        let mut keys = Vec::with_capacity(self.keys.len());
-        let mut values = Vec::with_capacity(self.values.len());
-        for (src, dst) in [(&self.keys, &mut keys), (&self.values, &mut values)] {
-            for t in src {
-                let copy = Tensor::zeros(shape, DType::F32, &self.device)?;
-                if len > 0 {
-                    copy.slice_set(&t.narrow(1, 0, len)?.contiguous()?, 1, 0)?;
-                }
-                dst.push(copy);
+        let copy = |t: &Tensor| -> Result<Tensor> {
+            let c = Tensor::zeros(shape, DType::F32, &self.device)?;
+            if len > 0 {
+                c.slice_set(&t.narrow(1, 0, len)?.contiguous()?, 1, 0)?;
             }
-        }
-        let key_blocks = self
-            .key_blocks
+            Ok(c)
+        };
+        let layers = self
+            .layers
             .iter()
-            .map(|b| b.prefix(len, capacity))
-            .collect();
+            .map(|l| {
+                Ok(match l {
+                    LayerStore::Rows { keys, values } => LayerStore::Rows {
+                        keys: copy(keys)?,
+                        values: copy(values)?,
+                    },
+                    LayerStore::KeyBlocks { keys, values } => LayerStore::KeyBlocks {
+                        keys: keys.prefix(len, capacity),
+                        values: copy(values)?,
+                    },
+                    LayerStore::Bf16(b) => LayerStore::Bf16(b.prefix(len, capacity)),
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(Self {
-            keys,
-            values,
-            key_blocks,
+            layers,
+            layout: self.layout,
             capacity,
             len,
             pending: 0,
@@ -231,21 +319,24 @@ impl KvCache {
         })
     }
 
-    /// Contiguous copies of the stored keys and values of `layer` (`[n_kv_head, len, head_dim]`),
-    /// for saving.
+    /// Copies of the stored keys and values of `layer` (`[n_kv_head, len, head_dim]`, in
+    /// the stored element type: f32, or bf16 for [`KvLayout::Bf16`]), for saving.
     pub fn layer_data(&self, layer: usize) -> Result<(Tensor, Tensor)> {
-        let keys = match self.layer_keys(layer) {
-            LayerKeys::Rows(k) => k.narrow(1, 0, self.len)?.contiguous()?,
-            LayerKeys::Blocks(b) => Tensor::from_vec(
-                b.rows(self.len),
-                (self.n_kv_head, self.len, self.head_dim),
-                &self.device,
-            )?,
-        };
-        Ok((
-            keys,
-            self.values[layer].narrow(1, 0, self.len)?.contiguous()?,
-        ))
+        let (nkv, len, hd) = (self.n_kv_head, self.len, self.head_dim);
+        let rows = |t: &Tensor| -> Result<Tensor> { Ok(t.narrow(1, 0, len)?.contiguous()?) };
+        let from = |v: Vec<f32>| Tensor::from_vec(v, (nkv, len, hd), &self.device);
+        Ok(match &self.layers[layer] {
+            LayerStore::Rows { keys, values } => (rows(keys)?, rows(values)?),
+            LayerStore::KeyBlocks { keys, values } => (from(keys.rows(len))?, rows(values)?),
+            LayerStore::Bf16(b) => {
+                let (k, v) = b.rows(len);
+                let shape = (nkv, len, hd);
+                (
+                    Tensor::from_vec(k, shape, &self.device)?,
+                    Tensor::from_vec(v, shape, &self.device)?,
+                )
+            }
+        })
     }
 
     /// Build a cache from saved per-layer keys and values and the tokens they encode.
@@ -271,12 +362,7 @@ impl KvCache {
                 k.dims()
             );
             if len > 0 {
-                let k = k.to_device(device)?.to_dtype(DType::F32)?.contiguous()?;
-                cache.values[i].slice_set(&v.to_device(device)?.to_dtype(DType::F32)?, 1, 0)?;
-                match cache.key_blocks.get_mut(i) {
-                    Some(blocks) => blocks.write(0, &k.flatten_all()?.to_vec1::<f32>()?, len),
-                    None => cache.keys[i].slice_set(&k, 1, 0)?,
-                }
+                cache.write(i, 0, &k.to_device(device)?, &v.to_device(device)?)?;
             }
         }
         cache.len = len;
@@ -285,12 +371,24 @@ impl KvCache {
     }
 }
 
-/// Where one layer's keys are.
-pub enum LayerKeys<'a> {
-    /// `[n_kv_head, capacity, head_dim]`.
-    Rows(&'a Tensor),
-    /// The AVX-512 attention kernel's layout.
-    Blocks(&'a KeyBlocks),
+/// Where one layer's keys and values are.
+pub enum LayerKv<'a> {
+    /// Keys and values `[n_kv_head, capacity, head_dim]`, f32.
+    Rows {
+        /// Keys.
+        keys: &'a Tensor,
+        /// Values.
+        values: &'a Tensor,
+    },
+    /// f32 keys in the AVX-512 kernel's layout; values `[n_kv_head, capacity, head_dim]`.
+    KeyBlocks {
+        /// Keys.
+        keys: &'a KeyBlocks,
+        /// Values.
+        values: &'a Tensor,
+    },
+    /// bf16 keys and values in the AVX-512 BF16 kernel's layout.
+    Bf16(&'a KvBlocks16),
 }
 
 /// One layer's keys in blocks of [`KeyBlocks::WIDTH`] positions, transposed within a block:
@@ -387,9 +485,190 @@ impl KeyBlocks {
     }
 }
 
+/// One layer's keys and values in bf16, in the blocks the AVX-512 BF16 attention kernel
+/// reads (16 positions per block, blocks outermost so the buffers grow without
+/// re-arranging):
+/// - keys `[block][kv_head][head_dim / 2][16][2]`: a pair of components of 16 positions is
+///   one 512-bit register, as `vdpbf16ps` multiplies them with a pair of query components;
+/// - values `[block][kv_head][8][head_dim][2]`: a pair of positions' values interleaved per
+///   component, as `vdpbf16ps` weighs them with a pair of probabilities.
+///
+/// Slots past the stored length hold zeros or stale finite values (their probability is 0).
+#[derive(Clone)]
+pub struct KvBlocks16 {
+    keys: Vec<u16>,
+    values: Vec<u16>,
+    n_kv_head: usize,
+    head_dim: usize,
+}
+
+impl KvBlocks16 {
+    /// Positions per block.
+    pub const WIDTH: usize = 16;
+
+    /// No positions yet.
+    pub fn new(n_kv_head: usize, head_dim: usize) -> Self {
+        Self {
+            keys: Vec::new(),
+            values: Vec::new(),
+            n_kv_head,
+            head_dim,
+        }
+    }
+
+    /// Values per block (all heads), keys or values.
+    fn block_len(&self) -> usize {
+        self.n_kv_head * self.head_dim * Self::WIDTH
+    }
+
+    fn key_index(&self, pos: usize, g: usize, d: usize) -> usize {
+        let (w, hd) = (Self::WIDTH, self.head_dim);
+        ((pos / w * self.n_kv_head + g) * (hd / 2) + d / 2) * 2 * w + (pos % w) * 2 + d % 2
+    }
+
+    fn value_index(&self, pos: usize, g: usize, d: usize) -> usize {
+        let (w, hd) = (Self::WIDTH, self.head_dim);
+        ((pos / w * self.n_kv_head + g) * (w / 2) + (pos % w) / 2) * 2 * hd + d * 2 + pos % 2
+    }
+
+    /// Store `t` positions' keys and values (each `[n_kv_head][t][head_dim]`, f32, rounded
+    /// to the nearest bf16) at positions `start..start + t`.
+    pub fn write(&mut self, start: usize, keys: &[f32], values: &[f32], t: usize) {
+        let (nkv, hd) = (self.n_kv_head, self.head_dim);
+        debug_assert_eq!(keys.len(), nkv * t * hd);
+        debug_assert_eq!(values.len(), nkv * t * hd);
+        let needed = (start + t).div_ceil(Self::WIDTH) * self.block_len();
+        if self.keys.len() < needed {
+            self.keys.resize(needed, 0);
+            self.values.resize(needed, 0);
+        }
+        let bf = |x: f32| half::bf16::from_f32(x).to_bits();
+        for g in 0..nkv {
+            for p in 0..t {
+                let row = (g * t + p) * hd;
+                let (k, v) = (&keys[row..row + hd], &values[row..row + hd]);
+                let kb = self.key_index(start + p, g, 0);
+                for (e, pair) in k.chunks_exact(2).enumerate() {
+                    self.keys[kb + e * 2 * Self::WIDTH] = bf(pair[0]);
+                    self.keys[kb + e * 2 * Self::WIDTH + 1] = bf(pair[1]);
+                }
+                let vb = self.value_index(start + p, g, 0);
+                for (d, &x) in v.iter().enumerate() {
+                    self.values[vb + d * 2] = bf(x);
+                }
+            }
+        }
+    }
+
+    /// Make room for `positions` without reallocating.
+    pub fn reserve(&mut self, positions: usize) {
+        let want = positions.div_ceil(Self::WIDTH) * self.block_len();
+        self.keys.reserve(want.saturating_sub(self.keys.len()));
+        self.values.reserve(want.saturating_sub(self.values.len()));
+    }
+
+    /// The first `len` positions' keys and values in row layout, `[n_kv_head][len][head_dim]`
+    /// each.
+    pub fn rows(&self, len: usize) -> (Vec<half::bf16>, Vec<half::bf16>) {
+        let (nkv, hd) = (self.n_kv_head, self.head_dim);
+        let mut k = vec![half::bf16::ZERO; nkv * len * hd];
+        let mut v = vec![half::bf16::ZERO; nkv * len * hd];
+        for g in 0..nkv {
+            for pos in 0..len {
+                let (kb, vb) = (self.key_index(pos, g, 0), self.value_index(pos, g, 0));
+                let o = (g * len + pos) * hd;
+                for d in 0..hd {
+                    let ki = kb + (d / 2) * 2 * Self::WIDTH + d % 2;
+                    k[o + d] = half::bf16::from_bits(self.keys[ki]);
+                    v[o + d] = half::bf16::from_bits(self.values[vb + d * 2]);
+                }
+            }
+        }
+        (k, v)
+    }
+
+    /// A copy holding the blocks of the first `len` positions, with room for `room`.
+    pub fn prefix(&self, len: usize, room: usize) -> Self {
+        let n = (len.div_ceil(Self::WIDTH) * self.block_len()).min(self.keys.len());
+        let cap = n.max(room.div_ceil(Self::WIDTH) * self.block_len());
+        let copy = |src: &[u16]| {
+            let mut v = Vec::with_capacity(cap);
+            v.extend_from_slice(&src[..n]);
+            v
+        };
+        Self {
+            keys: copy(&self.keys),
+            values: copy(&self.values),
+            n_kv_head: self.n_kv_head,
+            head_dim: self.head_dim,
+        }
+    }
+
+    /// Key blocks (`[block][kv_head][head_dim / 2][16][2]`, bf16 bits).
+    pub fn keys(&self) -> &[u16] {
+        &self.keys
+    }
+
+    /// Value blocks (`[block][kv_head][8][head_dim][2]`, bf16 bits).
+    pub fn values(&self) -> &[u16] {
+        &self.values
+    }
+
+    /// Key/value heads.
+    pub fn n_kv_head(&self) -> usize {
+        self.n_kv_head
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::KeyBlocks;
+    use super::{KeyBlocks, KvBlocks16};
+
+    #[test]
+    fn bf16_blocks_round_trip_and_prefix() {
+        let (nkv, hd) = (3, 8);
+        let total = 37;
+        // Small integers are exact in bf16.
+        let key = |g: usize, p: usize, d: usize| (g * 64 + p + d) as f32;
+        let value = |g: usize, p: usize, d: usize| -((g * 64 + p * 2 + d) as f32);
+        let mut blocks = KvBlocks16::new(nkv, hd);
+        for (start, t) in [(0, 5), (5, 1), (6, 31)] {
+            let (mut k, mut v) = (Vec::new(), Vec::new());
+            for g in 0..nkv {
+                for p in start..start + t {
+                    k.extend((0..hd).map(|d| key(g, p, d)));
+                    v.extend((0..hd).map(|d| value(g, p, d)));
+                }
+            }
+            blocks.write(start, &k, &v, t);
+        }
+        let (k, v) = blocks.rows(total);
+        for g in 0..nkv {
+            for p in 0..total {
+                for d in 0..hd {
+                    let o = (g * total + p) * hd + d;
+                    assert_eq!(k[o].to_f32(), key(g, p, d));
+                    assert_eq!(v[o].to_f32(), value(g, p, d));
+                }
+            }
+        }
+        // Keys: components 2e and 2e + 1 of one position are adjacent, 16 positions per
+        // run; values: two positions' component d are adjacent.
+        let bits = |x: f32| half::bf16::from_f32(x).to_bits();
+        let w = KvBlocks16::WIDTH;
+        // Block 1, head 2, component pair 1 (dims 2, 3), position 16 + 3.
+        let ki = ((nkv + 2) * (hd / 2) + 1) * 2 * w + 3 * 2;
+        assert_eq!(blocks.keys()[ki], bits(key(2, 19, 2)));
+        assert_eq!(blocks.keys()[ki + 1], bits(key(2, 19, 3)));
+        // Block 0, head 1, position pair (4, 5), component 6.
+        let (block, head, pair) = (0, 1, 2);
+        let vi = ((block * nkv + head) * (w / 2) + pair) * 2 * hd + 6 * 2;
+        assert_eq!(blocks.values()[vi], bits(value(1, 4, 6)));
+        assert_eq!(blocks.values()[vi + 1], bits(value(1, 5, 6)));
+        let short = blocks.prefix(20, 64);
+        assert_eq!(short.rows(20), blocks.rows(20));
+        assert_eq!(short.keys().len(), 2 * nkv * hd * w);
+    }
 
     #[test]
     fn key_blocks_round_trip_and_prefix() {

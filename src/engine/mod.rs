@@ -152,7 +152,11 @@ impl Engine {
         h.update(model_hash.as_bytes());
         h.update(crate::util::sha256_hex(tok.as_bytes()).as_bytes());
         h.update(crate::util::sha256_hex(self.template.source.as_bytes()).as_bytes());
-        h.update(b"f32");
+        h.update(
+            kv_cache::KvLayout::for_device(self.config(), &self.device)
+                .dtype_name()
+                .as_bytes(),
+        );
         h.update(self.kernels.as_bytes());
         h.update(device::device_kind(&self.device).as_bytes());
         Ok(hex::encode(h.finalize()))

@@ -3,7 +3,7 @@
 
 use crate::engine::gguf::GgufFile;
 use crate::engine::kernels::QuantMatrix;
-use crate::engine::kv_cache::{KvCache, LayerKeys};
+use crate::engine::kv_cache::{KvCache, LayerKv};
 use anyhow::Result;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
@@ -401,13 +401,14 @@ fn attend(
     let q = rope.apply(&q, offset)?;
     let k = rope.apply(&k, offset)?;
     cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
-    let values = cache.layer_values(layer);
-    match cache.layer_keys(layer) {
-        LayerKeys::Blocks(b) => {
-            super::attention::blocked_attention(&q.squeeze(0)?, b, values, offset)
+    let q = q.squeeze(0)?;
+    match cache.layer(layer) {
+        LayerKv::Bf16(kv) => super::attention::blocked_attention_bf16(&q, kv, offset),
+        LayerKv::KeyBlocks { keys, values } => {
+            super::attention::blocked_attention(&q, keys, values, offset)
         }
-        LayerKeys::Rows(keys) => {
-            super::attention::causal_attention(&q.squeeze(0)?, keys, values, offset)
+        LayerKv::Rows { keys, values } => {
+            super::attention::causal_attention(&q, keys, values, offset)
         }
     }
 }

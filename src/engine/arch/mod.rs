@@ -83,9 +83,10 @@ impl ModelConfig {
         })
     }
 
-    /// Bytes of KV cache per token in f32 (keys and values, all layers).
-    pub fn kv_bytes_per_token(&self) -> usize {
-        2 * self.n_layer * self.n_kv_head * self.head_dim * 4
+    /// Bytes of KV cache per token (keys and values, all layers) at `elem_bytes` per value
+    /// (4 for f32, 2 for bf16; see `KvLayout::elem_bytes`).
+    pub fn kv_bytes_per_token(&self, elem_bytes: usize) -> usize {
+        2 * self.n_layer * self.n_kv_head * self.head_dim * elem_bytes
     }
 }
 

@@ -51,9 +51,21 @@ fn tokens_bytes(tokens: &[u32]) -> Vec<u8> {
     tokens.iter().flat_map(|t| t.to_le_bytes()).collect()
 }
 
-fn f32_bytes(t: &Tensor) -> Result<Vec<u8>> {
-    let v: Vec<f32> = t.flatten_all()?.to_vec1()?;
-    Ok(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+/// A tensor's little-endian bytes and safetensors type (f32, or bf16 for a bf16 cache).
+fn tensor_bytes(t: &Tensor) -> Result<(Vec<u8>, Dtype)> {
+    Ok(match t.dtype() {
+        DType::BF16 => {
+            let v: Vec<half::bf16> = t.flatten_all()?.to_vec1()?;
+            (
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                Dtype::BF16,
+            )
+        }
+        _ => {
+            let v: Vec<f32> = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+            (v.iter().flat_map(|x| x.to_le_bytes()).collect(), Dtype::F32)
+        }
+    })
 }
 
 /// Checksum over tensors in name order.
@@ -90,18 +102,10 @@ impl DiskPrefixCache {
         let mut owned: Vec<(String, Vec<usize>, Vec<u8>, Dtype)> = Vec::new();
         for layer in 0..cache.n_layer() {
             let (k, v) = cache.layer_data(layer)?;
-            owned.push((
-                format!("k.{layer}"),
-                k.dims().to_vec(),
-                f32_bytes(&k)?,
-                Dtype::F32,
-            ));
-            owned.push((
-                format!("v.{layer}"),
-                v.dims().to_vec(),
-                f32_bytes(&v)?,
-                Dtype::F32,
-            ));
+            for (name, t) in [("k", &k), ("v", &v)] {
+                let (bytes, dtype) = tensor_bytes(t)?;
+                owned.push((format!("{name}.{layer}"), t.dims().to_vec(), bytes, dtype));
+            }
         }
         owned.push((
             "tokens".into(),
@@ -229,9 +233,14 @@ fn read_file(
             let view = st
                 .tensor(&name)
                 .with_context(|| format!("tensor {name} missing"))?;
+            let dtype = match view.dtype() {
+                Dtype::F32 => DType::F32,
+                Dtype::BF16 => DType::BF16,
+                other => bail!("tensor {name} has type {other:?}, not f32 or bf16"),
+            };
             Ok(Tensor::from_raw_buffer(
                 view.data(),
-                DType::F32,
+                dtype,
                 view.shape(),
                 device,
             )?)

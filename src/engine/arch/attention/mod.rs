@@ -21,7 +21,7 @@ mod tiles;
 use super::vexp::exp8;
 
 use super::layers::ATTN_CHUNK;
-use crate::engine::kv_cache::KeyBlocks;
+use crate::engine::kv_cache::{KeyBlocks, KvBlocks16};
 use anyhow::{bail, ensure, Result};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
@@ -33,6 +33,26 @@ pub fn uses_key_blocks(hd: usize) -> bool {
     {
         use crate::engine::kernels::Isa;
         tiles::supports(hd) && Isa::detect() == Isa::Vnni
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = hd;
+        false
+    }
+}
+
+/// Whether CPU attention for head size `hd` keeps keys and values in bf16
+/// ([`KvBlocks16`]): on CPUs with the AVX-512 kernels and AVX-512 BF16, unless
+/// `QUIRE_KV_DTYPE=f32` asks for f32 keys and values (for comparisons).
+pub fn uses_bf16_blocks(hd: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static BF16: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        uses_key_blocks(hd)
+            && *BF16.get_or_init(|| {
+                is_x86_feature_detected!("avx512bf16")
+                    && std::env::var("QUIRE_KV_DTYPE").as_deref() != Ok("f32")
+            })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -133,6 +153,74 @@ pub fn blocked_attention(
     Ok(Tensor::from_vec(out, (t, nh * hd), q.device())?)
 }
 
+/// [`blocked_attention`] over a layer's bf16 keys and values ([`KvBlocks16`]) with the
+/// AVX-512 BF16 group tiles. Returns `[t, n_head * hd]`. Only call where
+/// [`uses_bf16_blocks`] says so.
+#[cfg(target_arch = "x86_64")]
+pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Result<Tensor> {
+    let (nh, t, hd) = q.dims3()?;
+    let nkv = kv.n_kv_head();
+    ensure!(
+        nh % nkv == 0 && uses_bf16_blocks(hd),
+        "attention: incompatible shapes {:?} for {nkv} kv heads",
+        q.shape()
+    );
+    let n = offset + t;
+    ensure!(
+        kv.keys().len() >= n.div_ceil(KvBlocks16::WIDTH) * nkv * hd * KvBlocks16::WIDTH,
+        "attention: {n} positions exceed the cache"
+    );
+    let groups = nh / nkv;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let q = q.contiguous()?;
+    let mut out = vec![0f32; t * nh * hd];
+    let out_ptr = SendPtr(out.as_mut_ptr());
+    with_cpu_slice(&q, |q| {
+        (0..nkv * t).into_par_iter().for_each_init(
+            || (tiles::Scratch16::default(), vec![0f32; groups * hd]),
+            |(scratch, qrows), idx| {
+                let (g, i) = (idx / t, idx % t);
+                for r in 0..groups {
+                    let h = g * groups + r;
+                    qrows[r * hd..(r + 1) * hd]
+                        .copy_from_slice(&q[(h * t + i) * hd..(h * t + i + 1) * hd]);
+                }
+                let head = tiles::KvHead16 {
+                    keys: kv.keys(),
+                    values: kv.values(),
+                    n_kv_head: nkv,
+                    head: g,
+                };
+                let out_ptr = &out_ptr;
+                // SAFETY: task (g, i) alone writes the `groups * hd` outputs of position
+                // i's query heads of group g, inside `out` (t × nh × hd).
+                let o = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out_ptr.0.add((i * nkv + g) * groups * hd),
+                        groups * hd,
+                    )
+                };
+                // SAFETY: `uses_bf16_blocks` checked AVX-512 BF16 and the head size; the
+                // blocks cover `offset + i + 1` positions (checked above).
+                unsafe {
+                    tiles::attend_group_bf16(
+                        qrows,
+                        groups,
+                        &head,
+                        offset + i + 1,
+                        hd,
+                        scale,
+                        scratch,
+                        o,
+                    )
+                };
+            },
+        );
+        Ok(())
+    })?;
+    Ok(Tensor::from_vec(out, (t, nh * hd), q.device())?)
+}
+
 /// The output pointer shared by the attention tasks (each writes its own rows).
 #[cfg(target_arch = "x86_64")]
 struct SendPtr(*mut f32);
@@ -141,6 +229,12 @@ struct SendPtr(*mut f32);
 unsafe impl Send for SendPtr {}
 #[cfg(target_arch = "x86_64")]
 unsafe impl Sync for SendPtr {}
+
+/// Without x86-64 there are no AVX-512 BF16 tiles ([`uses_bf16_blocks`] is false).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn blocked_attention_bf16(_q: &Tensor, _kv: &KvBlocks16, _offset: usize) -> Result<Tensor> {
+    bail!("the bf16 attention tiles need an x86-64 CPU with AVX-512 BF16")
+}
 
 /// Without x86-64 there are no AVX-512 tiles ([`uses_key_blocks`] is false).
 #[cfg(not(target_arch = "x86_64"))]
@@ -532,6 +626,74 @@ mod tests {
             &q.narrow(1, 0, half).unwrap(),
             &blocks.prefix(half, half),
             &v,
+            0,
+        )
+        .unwrap();
+        assert_eq!(flat(&short), flat(&fast.narrow(0, 0, half).unwrap()));
+    }
+
+    #[test]
+    fn bf16_group_tiles_match_rounded_reference_and_are_batch_invariant() {
+        for (hd, nh, nkv) in [(64, 14, 2), (128, 12, 2), (64, 9, 3), (64, 3, 3)] {
+            for total in [1, 16, 43, 70] {
+                check_bf16_tiles(hd, nh, nkv, total);
+            }
+        }
+        check_bf16_tiles(64, 12, 1, 37);
+    }
+
+    fn check_bf16_tiles(hd: usize, nh: usize, nkv: usize, total: usize) {
+        if !uses_bf16_blocks(hd) {
+            return;
+        }
+        let d = Device::Cpu;
+        let round = |t: Tensor| {
+            t.to_dtype(candle_core::DType::BF16)
+                .unwrap()
+                .to_dtype(candle_core::DType::F32)
+                .unwrap()
+        };
+        let q = round(Tensor::randn(0f32, 1.0, (nh, total, hd), &d).unwrap());
+        let k = round(Tensor::randn(0f32, 1.0, (nkv, total, hd), &d).unwrap());
+        let v = round(Tensor::randn(0f32, 1.0, (nkv, total, hd), &d).unwrap());
+        let mut blocks = KvBlocks16::new(nkv, hd);
+        // Written in two appends, as a cache would.
+        let split = total / 3;
+        for (start, len) in [(0, split), (split, total - split)] {
+            let part = |t: &Tensor| -> Vec<f32> {
+                t.narrow(1, start, len)
+                    .unwrap()
+                    .contiguous()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap()
+            };
+            blocks.write(start, &part(&k), &part(&v), len);
+        }
+        let fast = blocked_attention_bf16(&q, &blocks, 0).unwrap();
+        // Queries, keys and values are bf16 values already; the kernel also rounds the
+        // probabilities to bf16 (relative error 2⁻⁹), so outputs of size ~1 agree to ~1e-2.
+        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
+        assert!(
+            diff < 2e-2,
+            "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
+        );
+        for cached in [0, 1, total / 2, total - 1] {
+            let rows = total - cached;
+            let tail = blocked_attention_bf16(&q.narrow(1, cached, rows).unwrap(), &blocks, cached)
+                .unwrap();
+            assert_eq!(
+                flat(&tail),
+                flat(&fast.narrow(0, cached, rows).unwrap()),
+                "hd {hd} heads {nh}/{nkv}: rows after {cached} cached positions differ"
+            );
+        }
+        let half = total.div_ceil(2);
+        let short = blocked_attention_bf16(
+            &q.narrow(1, 0, half).unwrap(),
+            &blocks.prefix(half, half),
             0,
         )
         .unwrap();

@@ -224,3 +224,240 @@ unsafe fn pv_tile<const R: usize>(a: &PvArgs) {
         }
     }
 }
+
+/// Where one kv head's keys and values are, in the bf16 blocks of [`KvBlocks16`].
+///
+/// [`KvBlocks16`]: crate::engine::kv_cache::KvBlocks16
+pub struct KvHead16<'a> {
+    /// The layer's key blocks (all heads): `[block][kv_head][hd/2][16][2]`.
+    pub keys: &'a [u16],
+    /// The layer's value blocks (all heads): `[block][kv_head][8][hd][2]`.
+    pub values: &'a [u16],
+    /// Key/value heads in the blocks.
+    pub n_kv_head: usize,
+    /// This head's index.
+    pub head: usize,
+}
+
+/// Scratch space of [`attend_group_bf16`], reused across calls.
+#[derive(Default)]
+pub struct Scratch16 {
+    scores: Vec<f32>,
+    probs: Vec<u16>,
+    q: Vec<u16>,
+}
+
+/// [`attend_group`] on bf16 keys, values, queries and probabilities with f32 accumulation
+/// (`vdpbf16ps`: two products per lane per instruction, twice the f32 FMA rate); scores,
+/// softmax and outputs in f32. Every lane is still one fixed chain of instructions, so a
+/// row's result does not depend on the batch.
+///
+/// # Safety
+/// The CPU must have AVX-512F and AVX-512 BF16; `hd` must satisfy [`supports`]; the blocks
+/// must hold `visible.div_ceil(16)` blocks.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+pub unsafe fn attend_group_bf16(
+    q: &[f32],
+    rows: usize,
+    kv: &KvHead16,
+    visible: usize,
+    hd: usize,
+    scale: f32,
+    scratch: &mut Scratch16,
+    out: &mut [f32],
+) {
+    let nb = visible.div_ceil(W);
+    let stride = nb * W;
+    let Scratch16 {
+        scores,
+        probs,
+        q: qb,
+    } = scratch;
+    scores.clear();
+    scores.resize(rows * stride + rows, 0.0);
+    probs.clear();
+    probs.resize(rows * stride, 0);
+    // Queries to bf16, in order (pairs of dimensions are 32-bit elements).
+    qb.clear();
+    qb.resize(rows * hd, 0);
+    for (src, dst) in q[..rows * hd].chunks_exact(32).zip(qb.chunks_exact_mut(32)) {
+        let lo = _mm512_loadu_ps(src.as_ptr());
+        let hi = _mm512_loadu_ps(src.as_ptr().add(16));
+        let b: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
+        _mm512_storeu_si512(dst.as_mut_ptr() as *mut __m512i, b);
+    }
+    let block_stride = kv.n_kv_head * hd * W;
+    let head_off = kv.head * hd * W;
+    let mut b = 0;
+    while b < nb {
+        let nblk = if b + 1 < nb { 2 } else { 1 };
+        let kb = kv.keys.as_ptr().add(b * block_stride + head_off);
+        let mut r0 = 0;
+        while r0 < rows {
+            let r = (rows - r0).min(MAX_QK_ROWS);
+            let args = QkArgs16 {
+                q: qb.as_ptr().add(r0 * hd) as *const u32,
+                keys: kb,
+                block_stride,
+                hd,
+                scores: scores.as_mut_ptr().add(r0 * stride + b * W),
+                score_stride: stride,
+                first_pos: b * W,
+                visible,
+                scale,
+            };
+            macro_rules! qk {
+                ($($n:literal)*) => {
+                    match (r, nblk) {
+                        $(($n, 2) => qk_tile16::<$n, 2>(&args), ($n, _) => qk_tile16::<$n, 1>(&args),)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            qk!(1 2 3 4 5 6 7 8);
+            r0 += r;
+        }
+        b += nblk;
+    }
+    // Softmax per row in f32; the probabilities then go to bf16 for the weighted sum.
+    let inv = scores.as_mut_ptr().add(rows * stride);
+    for r in 0..rows {
+        let s = scores.as_mut_ptr().add(r * stride);
+        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
+        for c in 0..nb {
+            maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s.add(c * W)));
+        }
+        let maxv = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+        let mut sumv = _mm512_setzero_ps();
+        let p = probs.as_mut_ptr().add(r * stride);
+        for c in 0..nb {
+            let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s.add(c * W)), maxv));
+            sumv = _mm512_add_ps(sumv, e);
+            let pb: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
+            _mm256_storeu_si256(p.add(c * W) as *mut __m256i, pb);
+        }
+        *inv.add(r) = 1.0 / _mm512_reduce_add_ps(sumv);
+    }
+    let chunks = rows.div_ceil(MAX_PV_ROWS);
+    let mut r0 = 0;
+    for c in 0..chunks {
+        let r = (rows - r0) / (chunks - c);
+        for d0 in (0..hd).step_by(PV_DIMS) {
+            let args = PvArgs16 {
+                probs: probs.as_ptr().add(r0 * stride) as *const u32,
+                prob_stride: stride / 2,
+                values: kv.values.as_ptr(),
+                block_stride,
+                head_off,
+                d0,
+                hd,
+                pairs: visible.div_ceil(2),
+                inv: inv.add(r0),
+                out: out.as_mut_ptr().add(r0 * hd + d0),
+            };
+            match r {
+                1 => pv_tile16::<1>(&args),
+                2 => pv_tile16::<2>(&args),
+                3 => pv_tile16::<3>(&args),
+                4 => pv_tile16::<4>(&args),
+                _ => unreachable!(),
+            }
+        }
+        r0 += r;
+    }
+}
+
+struct QkArgs16 {
+    q: *const u32,
+    keys: *const u16,
+    block_stride: usize,
+    hd: usize,
+    scores: *mut f32,
+    score_stride: usize,
+    first_pos: usize,
+    visible: usize,
+    scale: f32,
+}
+
+/// [`qk_tile`] with `vdpbf16ps`: per pair of head dimensions, one load of 16 positions'
+/// keys and one broadcast-dot per query row.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn qk_tile16<const R: usize, const NB: usize>(a: &QkArgs16) {
+    let mut acc = [[_mm512_setzero_ps(); NB]; R];
+    for e in 0..a.hd / 2 {
+        let k: [__m512bh; NB] = std::array::from_fn(|n| {
+            std::mem::transmute(_mm512_loadu_si512(
+                a.keys.add(n * a.block_stride + e * 2 * W) as *const __m512i,
+            ))
+        });
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let qv: __m512bh =
+                std::mem::transmute(_mm512_set1_epi32(*a.q.add(r * a.hd / 2 + e) as i32));
+            for n in 0..NB {
+                acc[n] = _mm512_dpbf16_ps(acc[n], qv, k[n]);
+            }
+        }
+    }
+    let scale = _mm512_set1_ps(a.scale);
+    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    for n in 0..NB {
+        let first = a.first_pos + n * W;
+        let live = a.visible.saturating_sub(first).min(W);
+        let mask: __mmask16 = if live == W {
+            0xffff
+        } else {
+            (1u16 << live) - 1
+        };
+        for (r, acc) in acc.iter().enumerate() {
+            let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
+            _mm512_storeu_ps(a.scores.add(r * a.score_stride + n * W), s);
+        }
+    }
+}
+
+struct PvArgs16 {
+    probs: *const u32,
+    prob_stride: usize,
+    values: *const u16,
+    block_stride: usize,
+    head_off: usize,
+    d0: usize,
+    hd: usize,
+    pairs: usize,
+    inv: *const f32,
+    out: *mut f32,
+}
+
+/// [`pv_tile`] with `vdpbf16ps` over pairs of positions: each lane adds
+/// `p[j]·v[j][d] + p[j+1]·v[j+1][d]`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn pv_tile16<const R: usize>(a: &PvArgs16) {
+    let mut acc = [[_mm512_setzero_ps(); 4]; R];
+    let pair_len = a.hd * 2;
+    for j2 in 0..a.pairs {
+        let pos = j2 * 2;
+        let vp = a
+            .values
+            .add((pos / W) * a.block_stride + a.head_off + (pos % W / 2) * pair_len + a.d0 * 2);
+        let v: [__m512bh; 4] = std::array::from_fn(|c| {
+            std::mem::transmute(_mm512_loadu_si512(vp.add(c * 2 * W) as *const __m512i))
+        });
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let w: __m512bh = std::mem::transmute(_mm512_set1_epi32(
+                *a.probs.add(r * a.prob_stride + j2) as i32,
+            ));
+            for c in 0..4 {
+                acc[c] = _mm512_dpbf16_ps(acc[c], w, v[c]);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        let inv = _mm512_set1_ps(*a.inv.add(r));
+        for (c, x) in acc.iter().enumerate() {
+            _mm512_storeu_ps(a.out.add(r * a.hd + c * W), _mm512_mul_ps(*x, inv));
+        }
+    }
+}
