@@ -60,6 +60,26 @@ pub unsafe fn exp16(x: __m512) -> __m512 {
     _mm512_maskz_mov_ps(!underflow, e)
 }
 
+/// `exp(x)` for 16 lanes with relative error below 5e-6 (degree-5 polynomial; `vscalefps`
+/// applies the power of two and rounds results below 2⁻¹⁴⁹ to zero): for attention
+/// probabilities, which are rounded to bf16 (relative step 2⁻⁸) right after. Lanes below
+/// −104.5 give 0, as do −∞ lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn exp16_fast(x: __m512) -> __m512 {
+    let x = _mm512_max_ps(x, _mm512_set1_ps(-110.0));
+    let n = _mm512_roundscale_ps(
+        _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+    );
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(std::f32::consts::LN_2), x);
+    let mut p = _mm512_set1_ps(1.0 / 120.0);
+    for c in [1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    }
+    _mm512_scalef_ps(p, n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +109,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn fast_exp16_is_accurate_enough_for_bf16() {
+        if !is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        for i in 0..30_000 {
+            let x = -120.0 + i as f32 * 0.004;
+            let got = unsafe {
+                let mut out = [0f32; 16];
+                _mm512_storeu_ps(out.as_mut_ptr(), exp16_fast(_mm512_set1_ps(x)));
+                out[0]
+            };
+            let want = (x as f64).exp();
+            if x < -104.5 {
+                assert_eq!(got, 0.0, "exp({x})");
+            } else {
+                // Relative error, or one unit of the smallest subnormal.
+                assert!(
+                    ((got as f64) - want).abs() <= 5e-6 * want + 1.5e-45,
+                    "exp({x}) = {got}, want {want}"
+                );
+            }
+        }
+        let z = unsafe {
+            let mut out = [1f32; 16];
+            _mm512_storeu_ps(
+                out.as_mut_ptr(),
+                exp16_fast(_mm512_set1_ps(f32::NEG_INFINITY)),
+            );
+            out[0]
+        };
+        assert_eq!(z, 0.0);
     }
 
     #[test]

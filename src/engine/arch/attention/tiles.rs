@@ -13,7 +13,7 @@
 //!
 //! [`KeyBlocks`]: crate::engine::kv_cache::KeyBlocks
 
-use crate::engine::arch::vexp::exp16;
+use crate::engine::arch::vexp::{exp16, exp16_fast};
 use crate::engine::kv_cache::KeyBlocks;
 use std::arch::x86_64::*;
 
@@ -23,6 +23,8 @@ const W: usize = KeyBlocks::WIDTH;
 const MAX_QK_ROWS: usize = 8;
 /// Most rows in one weighted-sum pass (4 rows × 4 registers = 16 accumulators).
 const MAX_PV_ROWS: usize = 4;
+/// Key blocks scored together by the bf16 tiles (8 rows × 3 blocks = 24 accumulators).
+const QK16_BLOCKS: usize = 3;
 /// Head dimensions per weighted-sum pass (4 registers).
 const PV_DIMS: usize = 64;
 
@@ -291,7 +293,7 @@ pub unsafe fn attend_group_bf16(
     let head_off = kv.head * hd * W;
     let mut b = 0;
     while b < nb {
-        let nblk = if b + 1 < nb { 2 } else { 1 };
+        let nblk = (nb - b).min(QK16_BLOCKS);
         let kb = kv.keys.as_ptr().add(b * block_stride + head_off);
         let mut r0 = 0;
         while r0 < rows {
@@ -310,7 +312,9 @@ pub unsafe fn attend_group_bf16(
             macro_rules! qk {
                 ($($n:literal)*) => {
                     match (r, nblk) {
-                        $(($n, 2) => qk_tile16::<$n, 2>(&args), ($n, _) => qk_tile16::<$n, 1>(&args),)*
+                        $(($n, 3) => qk_tile16::<$n, 3>(&args),
+                          ($n, 2) => qk_tile16::<$n, 2>(&args),
+                          ($n, _) => qk_tile16::<$n, 1>(&args),)*
                         _ => unreachable!(),
                     }
                 };
@@ -332,7 +336,7 @@ pub unsafe fn attend_group_bf16(
         let mut sumv = _mm512_setzero_ps();
         let p = probs.as_mut_ptr().add(r * stride);
         for c in 0..nb {
-            let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s.add(c * W)), maxv));
+            let e = exp16_fast(_mm512_sub_ps(_mm512_loadu_ps(s.add(c * W)), maxv));
             sumv = _mm512_add_ps(sumv, e);
             let pb: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
             _mm256_storeu_si256(p.add(c * W) as *mut __m256i, pb);
