@@ -205,8 +205,10 @@ pub struct EngineReport {
     pub weights: WeightBytes,
     /// Bytes of weights read per decoded token.
     pub weight_bytes_per_token: u64,
-    /// KV-cache bytes read per decoded token at the short prompt's length (f32, not in the limit).
+    /// KV-cache bytes read per decoded token at the short prompt's length (not in the limit).
     pub kv_bytes_per_token_at_short: u64,
+    /// Element type of Quire's keys and values on this CPU (`f32` or `bf16`).
+    pub kv_dtype: String,
     /// Decode limit: bandwidth ÷ weight bytes per token (tokens/s).
     pub decode_limit_tok_s: f64,
     /// Quire's decode rate as a percentage of the limit.
@@ -607,6 +609,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5 (after)");
     let bandwidth = bandwidth_before.merge(sys::memory_bandwidth(threads, 512, 5));
     let limit = bandwidth.read_gb_s * 1e9 / weights.per_token_bytes as f64;
+    let kv = KvLayout::for_device(&cfg, &Device::Cpu);
     let l = llama.as_ref();
     Ok(EngineReport {
         model: opts
@@ -636,9 +639,9 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         bandwidth_gb_s: bandwidth.read_gb_s,
         bandwidth,
         weight_bytes_per_token: weights.per_token_bytes,
-        kv_bytes_per_token_at_short: (cfg
-            .kv_bytes_per_token(KvLayout::for_device(&cfg, &Device::Cpu).elem_bytes())
-            * SHORT_PROMPT) as u64,
+        kv_bytes_per_token_at_short: (cfg.kv_bytes_per_token(kv.elem_bytes()) * SHORT_PROMPT)
+            as u64,
+        kv_dtype: kv.dtype_name().to_string(),
         weights,
         decode_limit_tok_s: limit,
         quire_decode_pct_of_limit: 100.0 * quire.decode_tok_s / limit,
@@ -748,7 +751,7 @@ pub fn render_text(r: &EngineReport) -> String {
     ));
     let w = &r.weights;
     s.push_str(&format!(
-        "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {} runs before and after the engines ran; slowest {:.1})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context (f32; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
+        "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {} runs before and after the engines ran; slowest {:.1})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context ({}; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
         r.bandwidth.read_gb_s,
         r.bandwidth.threads,
         r.bandwidth.buffer_mib,
@@ -760,6 +763,7 @@ pub fn render_text(r: &EngineReport) -> String {
         w.embedding_bytes as f64 / 1e6,
         r.kv_bytes_per_token_at_short as f64 / 1e6,
         r.short_prompt_tokens,
+        r.kv_dtype,
         r.decode_limit_tok_s,
         q.decode_tok_s,
         r.quire_decode_pct_of_limit

@@ -136,9 +136,23 @@ impl Engine {
     }
 }
 
+/// Content hash of the running executable (cached by path, size and mtime like model files),
+/// or the crate version where it cannot be read.
+fn build_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| crate::model_store::content_hash(&exe).ok())
+            .unwrap_or_else(|| format!("quire {}", env!("CARGO_PKG_VERSION")))
+    })
+}
+
 impl Engine {
     /// Fingerprint of everything that determines KV values: the model file's content hash,
-    /// the tokenizer, the chat template, the dtype and the device kind. Prefix caches are
+    /// the tokenizer, the chat template, the dtype, the kernels, the device kind and the
+    /// Quire build (its executable's content hash: a build with other kernels computes other
+    /// bits, so a prefix saved by one build is never served to another). Prefix caches are
     /// keyed by it.
     pub fn fingerprint(&self) -> Result<String> {
         let model_hash = crate::model_store::content_hash(&self.path)?;
@@ -159,6 +173,7 @@ impl Engine {
         );
         h.update(self.kernels.as_bytes());
         h.update(device::device_kind(&self.device).as_bytes());
+        h.update(build_hash().as_bytes());
         Ok(hex::encode(h.finalize()))
     }
 }
