@@ -97,60 +97,22 @@ pub fn blocked_attention(
         n <= cap && keys.data().len() >= n.div_ceil(KeyBlocks::WIDTH) * nkv * hd * KeyBlocks::WIDTH,
         "attention: {n} positions exceed the cache"
     );
-    let groups = nh / nkv;
     let scale = 1.0 / (hd as f32).sqrt();
-    let q = q.contiguous()?;
-    let mut out = vec![0f32; t * nh * hd];
-    let out_ptr = SendPtr(out.as_mut_ptr());
-    with_cpu_slice(&q, |q| {
-        with_cpu_slice(values, |v| {
-            // Tasks ordered kv head first: rayon hands each thread a contiguous range, so a
-            // thread works through one head's keys and values (which then stay in its L2)
-            // instead of alternating between heads.
-            (0..nkv * t).into_par_iter().for_each_init(
-                || (Vec::new(), vec![0f32; groups * hd]),
-                |(scores, qrows), idx| {
-                    let (g, i) = (idx / t, idx % t);
-                    for r in 0..groups {
-                        let h = g * groups + r;
-                        qrows[r * hd..(r + 1) * hd]
-                            .copy_from_slice(&q[(h * t + i) * hd..(h * t + i + 1) * hd]);
-                    }
-                    let kv = tiles::KvHead {
-                        blocks: keys.data(),
-                        n_kv_head: nkv,
-                        head: g,
-                        values: &v[g * cap * hd..(g * cap + offset + i + 1) * hd],
-                    };
-                    let out_ptr = &out_ptr;
-                    // SAFETY: task (g, i) alone writes the `groups * hd` outputs of position
-                    // i's query heads of group g, inside `out` (t × nh × hd).
-                    let o = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            out_ptr.0.add((i * nkv + g) * groups * hd),
-                            groups * hd,
-                        )
-                    };
-                    // SAFETY: `uses_key_blocks` checked AVX-512 and the head size; the
-                    // blocks and values cover `offset + i + 1` positions (checked above).
-                    unsafe {
-                        tiles::attend_group(
-                            qrows,
-                            groups,
-                            &kv,
-                            offset + i + 1,
-                            hd,
-                            scale,
-                            scores,
-                            o,
-                        )
-                    };
-                },
-            );
-            Ok(())
+    with_cpu_slice(values, |v| {
+        group_tasks(q, nkv, |scores: &mut Vec<f32>, qrows, g, i, out| {
+            let kv = tiles::KvHead {
+                blocks: keys.data(),
+                n_kv_head: nkv,
+                head: g,
+                values: &v[g * cap * hd..(g * cap + offset + i + 1) * hd],
+            };
+            // SAFETY: `uses_key_blocks` checked AVX-512 and the head size; the blocks and
+            // values cover `offset + i + 1` positions (checked above).
+            unsafe {
+                tiles::attend_group(qrows, nh / nkv, &kv, offset + i + 1, hd, scale, scores, out)
+            };
         })
-    })?;
-    Ok(Tensor::from_vec(out, (t, nh * hd), q.device())?)
+    })
 }
 
 /// [`blocked_attention`] over a layer's bf16 keys and values ([`KvBlocks16`]) with the
@@ -170,14 +132,54 @@ pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Res
         kv.keys().len() >= n.div_ceil(KvBlocks16::WIDTH) * nkv * hd * KvBlocks16::WIDTH,
         "attention: {n} positions exceed the cache"
     );
-    let groups = nh / nkv;
     let scale = 1.0 / (hd as f32).sqrt();
+    group_tasks(
+        q,
+        nkv,
+        |scratch: &mut tiles::Scratch16, qrows, g, i, out| {
+            let head = tiles::KvHead16 {
+                keys: kv.keys(),
+                values: kv.values(),
+                n_kv_head: nkv,
+                head: g,
+            };
+            // SAFETY: `uses_bf16_blocks` checked AVX-512 BF16 and the head size; the blocks cover
+            // `offset + i + 1` positions (checked above).
+            unsafe {
+                tiles::attend_group_bf16(
+                    qrows,
+                    nh / nkv,
+                    &head,
+                    offset + i + 1,
+                    hd,
+                    scale,
+                    scratch,
+                    out,
+                )
+            };
+        },
+    )
+}
+
+/// Run `task(scratch, q_rows, g, i, out)` for every kv head `g` and position `i` of `q`
+/// (`[n_head, t, hd]`): `q_rows` holds the `n_head / n_kv_head` query rows of group `g` at
+/// position `i`, `out` receives their outputs, in `[t, n_head * hd]`. Tasks run in parallel,
+/// ordered kv head first: rayon hands each thread a contiguous range, so a thread works
+/// through one head's keys and values (which then stay in its L2) instead of alternating.
+#[cfg(target_arch = "x86_64")]
+fn group_tasks<S: Default>(
+    q: &Tensor,
+    nkv: usize,
+    task: impl Fn(&mut S, &[f32], usize, usize, &mut [f32]) + Sync,
+) -> Result<Tensor> {
+    let (nh, t, hd) = q.dims3()?;
+    let groups = nh / nkv;
     let q = q.contiguous()?;
     let mut out = vec![0f32; t * nh * hd];
     let out_ptr = SendPtr(out.as_mut_ptr());
     with_cpu_slice(&q, |q| {
         (0..nkv * t).into_par_iter().for_each_init(
-            || (tiles::Scratch16::default(), vec![0f32; groups * hd]),
+            || (S::default(), vec![0f32; groups * hd]),
             |(scratch, qrows), idx| {
                 let (g, i) = (idx / t, idx % t);
                 for r in 0..groups {
@@ -185,12 +187,6 @@ pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Res
                     qrows[r * hd..(r + 1) * hd]
                         .copy_from_slice(&q[(h * t + i) * hd..(h * t + i + 1) * hd]);
                 }
-                let head = tiles::KvHead16 {
-                    keys: kv.keys(),
-                    values: kv.values(),
-                    n_kv_head: nkv,
-                    head: g,
-                };
                 let out_ptr = &out_ptr;
                 // SAFETY: task (g, i) alone writes the `groups * hd` outputs of position
                 // i's query heads of group g, inside `out` (t × nh × hd).
@@ -200,20 +196,7 @@ pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Res
                         groups * hd,
                     )
                 };
-                // SAFETY: `uses_bf16_blocks` checked AVX-512 BF16 and the head size; the
-                // blocks cover `offset + i + 1` positions (checked above).
-                unsafe {
-                    tiles::attend_group_bf16(
-                        qrows,
-                        groups,
-                        &head,
-                        offset + i + 1,
-                        hd,
-                        scale,
-                        scratch,
-                        o,
-                    )
-                };
+                task(scratch, qrows, g, i, o);
             },
         );
         Ok(())

@@ -71,48 +71,33 @@ pub unsafe fn attend_group(
     let block_stride = kv.n_kv_head * hd * W;
     let head_off = kv.head * hd * W;
     // Scores, block pair by block pair; all row chunks use a block while it is in L1.
-    let mut b = 0;
-    while b < nb {
-        let nblk = if b + 1 < nb { 2 } else { 1 };
-        let kb = kv.blocks.as_ptr().add(b * block_stride + head_off);
-        let mut r0 = 0;
-        while r0 < rows {
-            let r = (rows - r0).min(MAX_QK_ROWS);
-            let qp = q.as_ptr().add(r0 * hd);
-            let sp = scores.as_mut_ptr().add(r0 * stride + b * W);
-            let args = QkArgs {
-                q: qp,
-                keys: kb,
-                block_stride,
-                hd,
-                scores: sp,
-                score_stride: stride,
-                first_pos: b * W,
-                visible,
-                scale,
+    score_tiles(nb, rows, 2, |b, nblk, r0, r| {
+        let args = QkArgs {
+            q: q.as_ptr().add(r0 * hd),
+            keys: kv.blocks.as_ptr().add(b * block_stride + head_off),
+            block_stride,
+            hd,
+            scores: scores.as_mut_ptr().add(r0 * stride + b * W),
+            score_stride: stride,
+            first_pos: b * W,
+            visible,
+            scale,
+        };
+        macro_rules! qk {
+            ($($n:literal)*) => {
+                match (r, nblk) {
+                    $(($n, 2) => qk_tile::<$n, 2>(&args), ($n, _) => qk_tile::<$n, 1>(&args),)*
+                    _ => unreachable!(),
+                }
             };
-            macro_rules! qk {
-                ($($n:literal)*) => {
-                    match (r, nblk) {
-                        $(($n, 2) => qk_tile::<$n, 2>(&args), ($n, _) => qk_tile::<$n, 1>(&args),)*
-                        _ => unreachable!(),
-                    }
-                };
-            }
-            qk!(1 2 3 4 5 6 7 8);
-            r0 += r;
         }
-        b += nblk;
-    }
+        qk!(1 2 3 4 5 6 7 8);
+    });
     // Softmax per row: max, exponentials and their sum, all in position order.
     let inv = scores.as_mut_ptr().add(rows * stride);
     for r in 0..rows {
         let s = scores.as_mut_ptr().add(r * stride);
-        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
-        for c in 0..nb {
-            maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s.add(c * W)));
-        }
-        let maxv = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+        let maxv = row_max(s, nb);
         let mut sumv = _mm512_setzero_ps();
         for c in 0..nb {
             let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s.add(c * W)), maxv));
@@ -122,10 +107,7 @@ pub unsafe fn attend_group(
         *inv.add(r) = 1.0 / _mm512_reduce_add_ps(sumv);
     }
     // Weighted values, 64 dimensions × up to 4 rows per pass; rows split evenly.
-    let chunks = rows.div_ceil(MAX_PV_ROWS);
-    let mut r0 = 0;
-    for c in 0..chunks {
-        let r = (rows - r0) / (chunks - c);
+    row_chunks(rows, MAX_PV_ROWS, |r0, r| {
         for d0 in (0..hd).step_by(PV_DIMS) {
             let args = PvArgs {
                 probs: scores.as_ptr().add(r0 * stride),
@@ -144,13 +126,87 @@ pub unsafe fn attend_group(
                 _ => unreachable!(),
             }
         }
+    });
+}
+
+/// Call `f(b, nblk, r0, r)` for every score tile: `nblk` (≤ `max_blocks`) key blocks from
+/// block `b`, query rows `r0..r0 + r` (≤ [`MAX_QK_ROWS`]); all row chunks of a block run
+/// while its keys are in L1.
+#[inline]
+fn score_tiles(
+    nb: usize,
+    rows: usize,
+    max_blocks: usize,
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
+    let mut b = 0;
+    while b < nb {
+        let nblk = (nb - b).min(max_blocks);
+        let mut r0 = 0;
+        while r0 < rows {
+            let r = (rows - r0).min(MAX_QK_ROWS);
+            f(b, nblk, r0, r);
+            r0 += r;
+        }
+        b += nblk;
+    }
+}
+
+/// Call `f(r0, r)` for `rows` split evenly into chunks of at most `max` rows.
+#[inline]
+fn row_chunks(rows: usize, max: usize, mut f: impl FnMut(usize, usize)) {
+    let chunks = rows.div_ceil(max);
+    let mut r0 = 0;
+    for c in 0..chunks {
+        let r = (rows - r0) / (chunks - c);
+        f(r0, r);
         r0 += r;
     }
 }
 
-struct QkArgs {
-    q: *const f32,
-    keys: *const f32,
+/// Write a score tile: `acc[r][n]` × `scale` to row `r`, block `n` of `scores`, with lanes at
+/// or past `visible` set to −∞.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_scores<const R: usize, const NB: usize>(
+    acc: &[[__m512; NB]; R],
+    scores: *mut f32,
+    stride: usize,
+    first_pos: usize,
+    visible: usize,
+    scale: f32,
+) {
+    let scale = _mm512_set1_ps(scale);
+    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
+    for n in 0..NB {
+        let live = visible.saturating_sub(first_pos + n * W).min(W);
+        let mask: __mmask16 = if live == W {
+            0xffff
+        } else {
+            (1u16 << live) - 1
+        };
+        for (r, acc) in acc.iter().enumerate() {
+            let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
+            _mm512_storeu_ps(scores.add(r * stride + n * W), s);
+        }
+    }
+}
+
+/// The largest of a row's `nb` blocks of scores, in every lane.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn row_max(s: *const f32, nb: usize) -> __m512 {
+    let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
+    for c in 0..nb {
+        maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s.add(c * W)));
+    }
+    _mm512_set1_ps(_mm512_reduce_max_ps(maxv))
+}
+
+/// One score tile's inputs: queries and keys as `Q` and `K` (f32, or bf16 pairs and bf16).
+struct QkArgs<Q, K> {
+    q: *const Q,
+    keys: *const K,
     block_stride: usize,
     hd: usize,
     scores: *mut f32,
@@ -164,7 +220,7 @@ struct QkArgs {
 /// each a chain of FMAs over the head dimensions; lanes at or past `visible` become −∞.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn qk_tile<const R: usize, const NB: usize>(a: &QkArgs) {
+unsafe fn qk_tile<const R: usize, const NB: usize>(a: &QkArgs<f32, f32>) {
     let mut acc = [[_mm512_setzero_ps(); NB]; R];
     for d in 0..a.hd {
         let k: [__m512; NB] =
@@ -176,21 +232,14 @@ unsafe fn qk_tile<const R: usize, const NB: usize>(a: &QkArgs) {
             }
         }
     }
-    let scale = _mm512_set1_ps(a.scale);
-    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
-    for n in 0..NB {
-        let first = a.first_pos + n * W;
-        let live = a.visible.saturating_sub(first).min(W);
-        let mask: __mmask16 = if live == W {
-            0xffff
-        } else {
-            (1u16 << live) - 1
-        };
-        for (r, acc) in acc.iter().enumerate() {
-            let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
-            _mm512_storeu_ps(a.scores.add(r * a.score_stride + n * W), s);
-        }
-    }
+    store_scores(
+        &acc,
+        a.scores,
+        a.score_stride,
+        a.first_pos,
+        a.visible,
+        a.scale,
+    );
 }
 
 struct PvArgs {
@@ -291,48 +340,35 @@ pub unsafe fn attend_group_bf16(
     }
     let block_stride = kv.n_kv_head * hd * W;
     let head_off = kv.head * hd * W;
-    let mut b = 0;
-    while b < nb {
-        let nblk = (nb - b).min(QK16_BLOCKS);
-        let kb = kv.keys.as_ptr().add(b * block_stride + head_off);
-        let mut r0 = 0;
-        while r0 < rows {
-            let r = (rows - r0).min(MAX_QK_ROWS);
-            let args = QkArgs16 {
-                q: qb.as_ptr().add(r0 * hd) as *const u32,
-                keys: kb,
-                block_stride,
-                hd,
-                scores: scores.as_mut_ptr().add(r0 * stride + b * W),
-                score_stride: stride,
-                first_pos: b * W,
-                visible,
-                scale,
+    score_tiles(nb, rows, QK16_BLOCKS, |b, nblk, r0, r| {
+        let args = QkArgs {
+            q: qb.as_ptr().add(r0 * hd) as *const u32,
+            keys: kv.keys.as_ptr().add(b * block_stride + head_off),
+            block_stride,
+            hd,
+            scores: scores.as_mut_ptr().add(r0 * stride + b * W),
+            score_stride: stride,
+            first_pos: b * W,
+            visible,
+            scale,
+        };
+        macro_rules! qk {
+            ($($n:literal)*) => {
+                match (r, nblk) {
+                    $(($n, 3) => qk_tile16::<$n, 3>(&args),
+                      ($n, 2) => qk_tile16::<$n, 2>(&args),
+                      ($n, _) => qk_tile16::<$n, 1>(&args),)*
+                    _ => unreachable!(),
+                }
             };
-            macro_rules! qk {
-                ($($n:literal)*) => {
-                    match (r, nblk) {
-                        $(($n, 3) => qk_tile16::<$n, 3>(&args),
-                          ($n, 2) => qk_tile16::<$n, 2>(&args),
-                          ($n, _) => qk_tile16::<$n, 1>(&args),)*
-                        _ => unreachable!(),
-                    }
-                };
-            }
-            qk!(1 2 3 4 5 6 7 8);
-            r0 += r;
         }
-        b += nblk;
-    }
+        qk!(1 2 3 4 5 6 7 8);
+    });
     // Softmax per row in f32; the probabilities then go to bf16 for the weighted sum.
     let inv = scores.as_mut_ptr().add(rows * stride);
     for r in 0..rows {
         let s = scores.as_mut_ptr().add(r * stride);
-        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
-        for c in 0..nb {
-            maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s.add(c * W)));
-        }
-        let maxv = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+        let maxv = row_max(s, nb);
         let mut sumv = _mm512_setzero_ps();
         let p = probs.as_mut_ptr().add(r * stride);
         for c in 0..nb {
@@ -343,10 +379,7 @@ pub unsafe fn attend_group_bf16(
         }
         *inv.add(r) = 1.0 / _mm512_reduce_add_ps(sumv);
     }
-    let chunks = rows.div_ceil(MAX_PV_ROWS);
-    let mut r0 = 0;
-    for c in 0..chunks {
-        let r = (rows - r0) / (chunks - c);
+    row_chunks(rows, MAX_PV_ROWS, |r0, r| {
         for d0 in (0..hd).step_by(PV_DIMS) {
             let args = PvArgs16 {
                 probs: probs.as_ptr().add(r0 * stride) as *const u32,
@@ -368,27 +401,14 @@ pub unsafe fn attend_group_bf16(
                 _ => unreachable!(),
             }
         }
-        r0 += r;
-    }
-}
-
-struct QkArgs16 {
-    q: *const u32,
-    keys: *const u16,
-    block_stride: usize,
-    hd: usize,
-    scores: *mut f32,
-    score_stride: usize,
-    first_pos: usize,
-    visible: usize,
-    scale: f32,
+    });
 }
 
 /// [`qk_tile`] with `vdpbf16ps`: per pair of head dimensions, one load of 16 positions'
 /// keys and one broadcast-dot per query row.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn qk_tile16<const R: usize, const NB: usize>(a: &QkArgs16) {
+unsafe fn qk_tile16<const R: usize, const NB: usize>(a: &QkArgs<u32, u16>) {
     let mut acc = [[_mm512_setzero_ps(); NB]; R];
     for e in 0..a.hd / 2 {
         let k: [__m512bh; NB] = std::array::from_fn(|n| {
@@ -404,21 +424,14 @@ unsafe fn qk_tile16<const R: usize, const NB: usize>(a: &QkArgs16) {
             }
         }
     }
-    let scale = _mm512_set1_ps(a.scale);
-    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
-    for n in 0..NB {
-        let first = a.first_pos + n * W;
-        let live = a.visible.saturating_sub(first).min(W);
-        let mask: __mmask16 = if live == W {
-            0xffff
-        } else {
-            (1u16 << live) - 1
-        };
-        for (r, acc) in acc.iter().enumerate() {
-            let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
-            _mm512_storeu_ps(a.scores.add(r * a.score_stride + n * W), s);
-        }
-    }
+    store_scores(
+        &acc,
+        a.scores,
+        a.score_stride,
+        a.first_pos,
+        a.visible,
+        a.scale,
+    );
 }
 
 struct PvArgs16 {
