@@ -25,6 +25,10 @@ const MAX_QK_ROWS: usize = 8;
 const MAX_PV_ROWS: usize = 4;
 /// Key blocks scored together by the bf16 tiles (8 rows × 3 blocks = 24 accumulators).
 const QK16_BLOCKS: usize = 3;
+/// Rows and head dimensions per weighted-sum pass of the bf16 tiles (8 rows × 2 registers
+/// = 16 accumulators: all of a group's rows share each load of values).
+const PV16_ROWS: usize = 8;
+const PV16_DIMS: usize = 32;
 /// Head dimensions per weighted-sum pass (4 registers).
 const PV_DIMS: usize = 64;
 
@@ -379,8 +383,10 @@ pub unsafe fn attend_group_bf16(
         }
         *inv.add(r) = 1.0 / _mm512_reduce_add_ps(sumv);
     }
-    row_chunks(rows, MAX_PV_ROWS, |r0, r| {
-        for d0 in (0..hd).step_by(PV_DIMS) {
+    // Weighted values, 32 dimensions × up to 8 rows per pass (a group's rows share each
+    // load of values).
+    row_chunks(rows, PV16_ROWS, |r0, r| {
+        for d0 in (0..hd).step_by(PV16_DIMS) {
             let args = PvArgs16 {
                 probs: probs.as_ptr().add(r0 * stride) as *const u32,
                 prob_stride: stride / 2,
@@ -398,6 +404,10 @@ pub unsafe fn attend_group_bf16(
                 2 => pv_tile16::<2>(&args),
                 3 => pv_tile16::<3>(&args),
                 4 => pv_tile16::<4>(&args),
+                5 => pv_tile16::<5>(&args),
+                6 => pv_tile16::<6>(&args),
+                7 => pv_tile16::<7>(&args),
+                8 => pv_tile16::<8>(&args),
                 _ => unreachable!(),
             }
         }
@@ -452,21 +462,22 @@ struct PvArgs16 {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn pv_tile16<const R: usize>(a: &PvArgs16) {
-    let mut acc = [[_mm512_setzero_ps(); 4]; R];
+    const C: usize = PV16_DIMS / W;
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
     let pair_len = a.hd * 2;
     for j2 in 0..a.pairs {
         let pos = j2 * 2;
         let vp = a
             .values
             .add((pos / W) * a.block_stride + a.head_off + (pos % W / 2) * pair_len + a.d0 * 2);
-        let v: [__m512bh; 4] = std::array::from_fn(|c| {
+        let v: [__m512bh; C] = std::array::from_fn(|c| {
             std::mem::transmute(_mm512_loadu_si512(vp.add(c * 2 * W) as *const __m512i))
         });
         for (r, acc) in acc.iter_mut().enumerate() {
             let w: __m512bh = std::mem::transmute(_mm512_set1_epi32(
                 *a.probs.add(r * a.prob_stride + j2) as i32,
             ));
-            for c in 0..4 {
+            for c in 0..C {
                 acc[c] = _mm512_dpbf16_ps(acc[c], w, v[c]);
             }
         }
