@@ -592,27 +592,12 @@ mod tests {
             diff < 1e-5,
             "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
         );
-        // Every split into cached positions + new rows gives the same bits.
-        for cached in [0, 1, total / 2, total - 1] {
-            let rows = total - cached;
-            let tail = blocked_attention(&q.narrow(1, cached, rows).unwrap(), &blocks, &v, cached)
-                .unwrap();
-            assert_eq!(
-                flat(&tail),
-                flat(&fast.narrow(0, cached, rows).unwrap()),
-                "hd {hd} heads {nh}/{nkv}: rows after {cached} cached positions differ"
-            );
-        }
-        // A prefix copy of the blocks serves the first positions alike.
         let half = total.div_ceil(2);
-        let short = blocked_attention(
-            &q.narrow(1, 0, half).unwrap(),
-            &blocks.prefix(half, half),
-            &v,
-            0,
-        )
-        .unwrap();
-        assert_eq!(flat(&short), flat(&fast.narrow(0, 0, half).unwrap()));
+        let short = blocks.prefix(half, half);
+        check_reuse_invariance(&q, &fast, half, |q, cached, prefix_copy| {
+            let b = if prefix_copy { &short } else { &blocks };
+            blocked_attention(q, b, &v, cached).unwrap()
+        });
     }
 
     #[test]
@@ -663,23 +648,35 @@ mod tests {
             diff < 2e-2,
             "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
         );
+        let half = total.div_ceil(2);
+        let short = blocks.prefix(half, half);
+        check_reuse_invariance(&q, &fast, half, |q, cached, prefix_copy| {
+            let b = if prefix_copy { &short } else { &blocks };
+            blocked_attention_bf16(q, b, cached).unwrap()
+        });
+    }
+
+    /// Every split of `q`'s positions into cached positions + new rows gives the rows of
+    /// `fast` (all positions in one call) bit for bit, and so does a prefix copy of the cache
+    /// (`attend(q_rows, cached, true)`) for the first `half` positions.
+    fn check_reuse_invariance(
+        q: &Tensor,
+        fast: &Tensor,
+        half: usize,
+        attend: impl Fn(&Tensor, usize, bool) -> Tensor,
+    ) {
+        let total = q.dim(1).unwrap();
         for cached in [0, 1, total / 2, total - 1] {
             let rows = total - cached;
-            let tail = blocked_attention_bf16(&q.narrow(1, cached, rows).unwrap(), &blocks, cached)
-                .unwrap();
+            let tail = attend(&q.narrow(1, cached, rows).unwrap(), cached, false);
             assert_eq!(
                 flat(&tail),
                 flat(&fast.narrow(0, cached, rows).unwrap()),
-                "hd {hd} heads {nh}/{nkv}: rows after {cached} cached positions differ"
+                "{:?}: rows after {cached} cached positions differ",
+                q.shape()
             );
         }
-        let half = total.div_ceil(2);
-        let short = blocked_attention_bf16(
-            &q.narrow(1, 0, half).unwrap(),
-            &blocks.prefix(half, half),
-            0,
-        )
-        .unwrap();
+        let short = attend(&q.narrow(1, 0, half).unwrap(), 0, true);
         assert_eq!(flat(&short), flat(&fast.narrow(0, 0, half).unwrap()));
     }
 
