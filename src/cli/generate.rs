@@ -69,6 +69,7 @@ pub fn run(args: GenerateArgs) -> Result<i32> {
             ..Default::default()
         },
         stop_strings: args.stop.clone(),
+        constraint: None,
     };
     let mut cache = engine.new_cache()?;
     let stdout = std::io::stdout();

@@ -1,6 +1,7 @@
 //! The generation loop: reuse what the KV cache already holds of the prompt, prefill the
 //! rest, then decode one token at a time until EOS, a stop string, or the token limit.
 
+use super::constraint::Constraint;
 use super::kv_cache::KvCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::TokenStream;
@@ -18,6 +19,9 @@ pub struct GenerationParams {
     pub sampling: SamplingParams,
     /// Generation stops before any of these strings (which are not returned).
     pub stop_strings: Vec<String>,
+    /// What the sequence may generate (a logits mask; not part of the serialized form).
+    #[serde(skip)]
+    pub constraint: Option<Constraint>,
 }
 
 impl Default for GenerationParams {
@@ -26,6 +30,7 @@ impl Default for GenerationParams {
             max_new_tokens: 512,
             sampling: SamplingParams::default(),
             stop_strings: Vec::new(),
+            constraint: None,
         }
     }
 }
@@ -42,6 +47,8 @@ pub enum FinishReason {
     Length,
     /// The model's context is full.
     Context,
+    /// The constraint allowed no token (nor the end) after the text so far.
+    Constraint,
 }
 
 /// The result of one generation, with token accounting and timings.
@@ -97,6 +104,8 @@ struct Decoding<'a> {
     sampler: Sampler,
     history: Vec<u32>,
     tokens: Vec<u32>,
+    /// The bytes generated so far (what a constraint judges).
+    bytes: Vec<u8>,
     stream: TokenStream<'a>,
     text: String,
     emitted: usize,
@@ -110,6 +119,7 @@ impl<'a> Decoding<'a> {
             sampler: Sampler::new(params.sampling.clone()),
             history: prompt.to_vec(),
             tokens: Vec::new(),
+            bytes: Vec::new(),
             stream: TokenStream::new(&engine.tokenizer),
             text: String::new(),
             emitted: 0,
@@ -139,13 +149,45 @@ impl<'a> Decoding<'a> {
             self.finish = Some(FinishReason::Length);
             return Ok(None);
         }
-        let next = self.sampler.sample(logits, &self.history)?;
-        if engine.tokenizer.eos_ids.contains(&next) {
+        let mut logits: Vec<f32> = logits.to_vec1()?;
+        let eos = &engine.tokenizer.eos_ids;
+        let next = match &params.constraint {
+            None => self.sampler.sample_slice(&mut logits, &self.history)?,
+            Some(c) => {
+                let pieces = engine.tokenizer.token_bytes();
+                let text = &self.bytes;
+                let mut allowed = |t: u32| {
+                    if eos.contains(&t) {
+                        c.0.allows_end(text)
+                    } else {
+                        pieces
+                            .get(t as usize)
+                            .is_some_and(|b| !b.is_empty() && c.0.allows(text, b))
+                    }
+                };
+                match self
+                    .sampler
+                    .sample_masked(&mut logits, &self.history, &mut allowed)
+                {
+                    Some(t) => t,
+                    None => {
+                        self.finish = Some(FinishReason::Constraint);
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        if eos.contains(&next) {
             self.finish = Some(FinishReason::Eos);
             return Ok(None);
         }
         self.tokens.push(next);
         self.history.push(next);
+        if params.constraint.is_some() {
+            let piece = engine.tokenizer.token_bytes().get(next as usize);
+            self.bytes
+                .extend_from_slice(piece.map(Vec::as_slice).unwrap_or(&[]));
+        }
         if let Some(piece) = self.stream.push(next)? {
             self.text.push_str(&piece);
         }

@@ -4,6 +4,7 @@
 
 pub mod arch;
 pub mod backend;
+pub mod constraint;
 pub mod device;
 pub mod generate;
 pub mod gguf;

@@ -1,6 +1,7 @@
 //! Choosing the next token from logits: greedy, or sampled with temperature, top-k, top-p
 //! and a repetition penalty, from a seeded generator so runs are reproducible.
 
+use super::constraint::LAZY_TRIES;
 use anyhow::Result;
 use candle_core::Tensor;
 use rand::rngs::StdRng;
@@ -57,29 +58,38 @@ impl Sampler {
 
     /// Like [`Self::sample`] on a plain slice (modified in place).
     pub fn sample_slice(&mut self, logits: &mut [f32], history: &[u32]) -> Result<u32> {
+        Ok(self
+            .sample_masked(logits, history, &mut |_| true)
+            .unwrap_or(0))
+    }
+
+    /// Pick the next token among those `allowed` accepts (a logits mask asked lazily, most
+    /// likely token first; see [`super::constraint`]). `None` when it accepts none.
+    pub fn sample_masked(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        allowed: &mut dyn FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        self.apply_penalty(logits, history);
+        if self.params.temperature <= 0.0 {
+            return greedy_masked(logits, allowed);
+        }
         let p = &self.params;
-        if p.repetition_penalty != 1.0 {
-            let start = history.len().saturating_sub(p.repeat_last_n);
-            let mut seen = std::collections::HashSet::new();
-            for &t in &history[start..] {
-                if seen.insert(t) {
-                    if let Some(l) = logits.get_mut(t as usize) {
-                        *l = if *l >= 0.0 {
-                            *l / p.repetition_penalty
-                        } else {
-                            *l * p.repetition_penalty
-                        };
-                    }
-                }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        let limit = if p.top_k > 0 { p.top_k } else { usize::MAX };
+        let mut idx: Vec<usize> = Vec::with_capacity(limit.min(order.len()));
+        for &i in &order {
+            if idx.len() == limit || logits[i] == f32::NEG_INFINITY {
+                break;
+            }
+            if allowed(i as u32) {
+                idx.push(i);
             }
         }
-        if p.temperature <= 0.0 {
-            return Ok(argmax(logits));
-        }
-        let mut idx: Vec<usize> = (0..logits.len()).collect();
-        idx.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-        if p.top_k > 0 {
-            idx.truncate(p.top_k);
+        if idx.is_empty() {
+            return None;
         }
         let max = logits[idx[0]];
         let mut probs: Vec<f32> = idx
@@ -108,11 +118,54 @@ impl Sampler {
         for (i, pr) in probs.iter().enumerate() {
             acc += pr;
             if r < acc {
-                return Ok(idx[i] as u32);
+                return Some(idx[i] as u32);
             }
         }
-        Ok(*idx.last().unwrap_or(&0) as u32)
+        idx.last().map(|&i| i as u32)
     }
+
+    fn apply_penalty(&self, logits: &mut [f32], history: &[u32]) {
+        let p = &self.params;
+        if p.repetition_penalty == 1.0 {
+            return;
+        }
+        let start = history.len().saturating_sub(p.repeat_last_n);
+        let mut seen = std::collections::HashSet::new();
+        for &t in &history[start..] {
+            if seen.insert(t) {
+                if let Some(l) = logits.get_mut(t as usize) {
+                    *l = if *l >= 0.0 {
+                        *l / p.repetition_penalty
+                    } else {
+                        *l * p.repetition_penalty
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Greedy choice under a mask: the largest logit `allowed` accepts. The best candidates are
+/// asked one at a time ([`LAZY_TRIES`]); after that the whole vocabulary is masked at once.
+/// Identical to masking everything first and taking the argmax.
+fn greedy_masked(logits: &mut [f32], allowed: &mut dyn FnMut(u32) -> bool) -> Option<u32> {
+    for _ in 0..LAZY_TRIES {
+        let t = argmax(logits);
+        if logits[t as usize] == f32::NEG_INFINITY {
+            return None;
+        }
+        if allowed(t) {
+            return Some(t);
+        }
+        logits[t as usize] = f32::NEG_INFINITY;
+    }
+    for (i, l) in logits.iter_mut().enumerate() {
+        if *l != f32::NEG_INFINITY && !allowed(i as u32) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+    let t = argmax(logits);
+    (logits[t as usize] != f32::NEG_INFINITY).then_some(t)
 }
 
 /// Index of the largest value (first one on ties).
@@ -167,5 +220,41 @@ mod tests {
             "top-k 2 must exclude tokens 2 and 3: {a:?}"
         );
         assert!(a.contains(&0) && a.contains(&1));
+    }
+
+    #[test]
+    fn masked_greedy_equals_argmax_of_the_masked_logits() {
+        // Refuse the 100 best tokens: the lazy tries run out and the full mask decides.
+        let logits: Vec<f32> = (0..500).map(|i| ((i * 37) % 500) as f32).collect();
+        let mut refused: Vec<u32> = (0..500u32).collect();
+        refused.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+        for n in [0usize, 1, 10, 100, 499] {
+            let bad: std::collections::HashSet<u32> = refused[..n].iter().copied().collect();
+            let mut s = Sampler::new(SamplingParams::default());
+            let got = s.sample_masked(&mut logits.clone(), &[], &mut |t| !bad.contains(&t));
+            assert_eq!(got, Some(refused[n]), "{n} refused");
+        }
+        let mut s = Sampler::new(SamplingParams::default());
+        assert_eq!(
+            s.sample_masked(&mut logits.clone(), &[], &mut |_| false),
+            None
+        );
+    }
+
+    #[test]
+    fn masked_sampling_never_draws_a_refused_token() {
+        let mut s = Sampler::new(SamplingParams {
+            temperature: 1.0,
+            top_k: 3,
+            top_p: 1.0,
+            ..Default::default()
+        });
+        let logits = vec![5.0, 4.9, 4.8, 4.7, -3.0];
+        for _ in 0..100 {
+            let t = s
+                .sample_masked(&mut logits.clone(), &[], &mut |t| t != 0)
+                .unwrap();
+            assert!([1, 2, 3].contains(&t), "{t}");
+        }
     }
 }

@@ -41,6 +41,8 @@ pub struct Tokenizer {
     pub eos_token: String,
     /// Where the tokenizer came from: "gguf:<pre>" or a tokenizer.json path.
     pub source: String,
+    /// The bytes of every token id, built on first use (constrained decoding).
+    bytes: std::sync::OnceLock<Vec<Vec<u8>>>,
 }
 
 fn string_array(gguf: &GgufFile, key: &str) -> Result<Vec<String>> {
@@ -148,6 +150,7 @@ impl Tokenizer {
             eos_ids,
             inner,
             source,
+            bytes: std::sync::OnceLock::new(),
         })
     }
 
@@ -167,6 +170,12 @@ impl Tokenizer {
         self.inner
             .decode(ids, skip_special)
             .map_err(|e| anyhow!("detokenization failed: {e}"))
+    }
+
+    /// The bytes each token id stands for (see [`super::constraint::token_bytes`]).
+    pub fn token_bytes(&self) -> &[Vec<u8>] {
+        self.bytes
+            .get_or_init(|| super::constraint::token_bytes(&self.inner))
     }
 
     /// Vocabulary size including added tokens.

@@ -38,8 +38,10 @@ const SPLIT: &str = "\u{E001}";
 pub struct TermLine {
     /// Source term.
     pub source: String,
-    /// Required translation.
+    /// Its translation (equal to the source: keep the term as it is).
     pub target: String,
+    /// A house term: required. Otherwise a suggestion a person has not reviewed yet.
+    pub strict: bool,
 }
 
 /// A conversation plus the point where its per-call content starts.
@@ -88,8 +90,30 @@ fn with_split(system: String, user: String) -> Result<AgentPrompt> {
     })
 }
 
-/// The translation agent's prompt for one passage. `findings` are the problems of a
-/// previous attempt (revision).
+/// A glossary line as the templates see it.
+#[derive(Serialize)]
+struct TermView<'a> {
+    source: &'a str,
+    target: &'a str,
+    strict: bool,
+    /// The term stays as it is in the source language.
+    keep: bool,
+}
+
+fn views(terms: &[TermLine]) -> Vec<TermView<'_>> {
+    terms
+        .iter()
+        .map(|t| TermView {
+            source: &t.source,
+            target: &t.target,
+            strict: t.strict,
+            keep: t.source == t.target,
+        })
+        .collect()
+}
+
+/// The translation agent's prompt for one passage (one line per segment). `findings` are
+/// the problems of a previous attempt (revision).
 pub fn translate_prompt(
     guide: &str,
     source_lang: &str,
@@ -101,13 +125,17 @@ pub fn translate_prompt(
 ) -> Result<AgentPrompt> {
     let system = render(
         "translate_system",
-        minijinja::context! { guide => guide.trim(), source_lang, target_lang, glossary },
+        minijinja::context! {
+            guide => guide.trim(), source_lang, target_lang, glossary => views(glossary),
+            source_name => language_name(source_lang),
+        },
     )?;
     let user = render(
         "translate_user",
         minijinja::context! {
             target_name => language_name(target_lang), split => SPLIT,
-            terms => unit_terms, findings, passage,
+            terms => views(unit_terms), findings, passage,
+            lines => passage.split('\n').count(),
         },
     )?;
     with_split(system, user)
@@ -162,6 +190,7 @@ mod tests {
         let g = vec![TermLine {
             source: "token".into(),
             target: "词元".into(),
+            strict: true,
         }];
         let a = translate_prompt(
             DEFAULT_GUIDE,
@@ -195,7 +224,7 @@ mod tests {
         assert!(a.messages[0].content.contains("token → 词元"));
         assert!(b.messages[1]
             .content
-            .contains("Glossary for this passage: token → 词元."));
+            .contains("Terms in this passage: token → 词元."));
         assert!(!a.messages[1].content.contains('\u{E001}'));
     }
 }

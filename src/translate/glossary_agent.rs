@@ -114,7 +114,8 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
                             w.len() >= 2
                                 && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
                         });
-                    if !(acronym || long_word || multi) {
+                    // Acronyms are kept as they are ([`keep_terms`]), never sent to the model.
+                    if acronym || !(long_word || multi) {
                         continue;
                     }
                     let key = phrase.to_lowercase();
@@ -222,6 +223,7 @@ pub fn build_glossary(
         .map(|l| TermLine {
             source: l.en.clone(),
             target: l.zh.clone(),
+            strict: l.house,
         })
         .collect();
     // The candidates are independent: one batch (decoded together where the backend can).
@@ -243,7 +245,7 @@ pub fn build_glossary(
     for (c, done) in candidates.iter().zip(&replies) {
         on_call(c, done);
         let zh = clean_term(&done.text);
-        if zh.is_empty() || zh.eq_ignore_ascii_case(&c.term) {
+        if !valid_proposal(&c.term, &zh) {
             continue;
         }
         lines.push(GlossaryLine {
@@ -256,6 +258,159 @@ pub fn build_glossary(
         });
     }
     Ok(lines)
+}
+
+/// Whether a model's proposed translation of `term` can be a glossary entry: not empty,
+/// not the term itself, no formula (`=`, `+`), not the term plus other words, no English
+/// word the term lacks, and not far longer than a term (at most 4 characters per word of
+/// the term, plus 4).
+pub fn valid_proposal(term: &str, proposal: &str) -> bool {
+    let p = proposal.trim();
+    if p.is_empty() || p.eq_ignore_ascii_case(term) || p.contains(['=', '+', '\n']) {
+        return false;
+    }
+    let lower_term = term.to_lowercase();
+    let lower = p.to_lowercase();
+    if lower.contains(&lower_term) {
+        return false;
+    }
+    let foreign_word = lower
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() >= 2)
+        .any(|w| {
+            !lower_term
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .any(|t| t == w)
+        });
+    // Only words of the term (a truncation such as `prefix` for `prefix cache`).
+    let only_term_words = p.is_ascii();
+    let words = term.split_whitespace().count().max(1);
+    !foreign_word && !only_term_words && p.chars().count() <= 4 * words + 4
+}
+
+/// Words that are capitalised as names but still translated.
+const TRANSLATED_NAMES: &[&str] = &[
+    "chapter",
+    "figure",
+    "table",
+    "section",
+    "appendix",
+    "experiment",
+    "example",
+    "part",
+    "english",
+    "chinese",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "china",
+    "internet",
+];
+
+/// Terms to keep as they are, found without a model: acronyms (`LLM`, `GAIA`) and words
+/// the book writes with a capital letter in mid-sentence nearly every time it uses them
+/// (`Agent`, `Prompt`): technical writers mark the terms they keep untranslated that way.
+/// Labels followed by a number (`Figure 8-2`) and common translated names are excluded.
+/// At most `limit`, most frequent first.
+pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
+    // word → (capitalised mid-sentence, all uses, followed by a number, context)
+    let mut stats: BTreeMap<String, (usize, usize, usize, String)> = BTreeMap::new();
+    for unit in units.iter().filter(|u| u.kind == UnitKind::Translate) {
+        for sentence in sentences(&prose_of(unit)) {
+            let words: Vec<&str> = sentence
+                .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            for (i, w) in words.iter().enumerate() {
+                let first = w.chars().next().unwrap_or(' ');
+                if w.len() < 2 || !first.is_ascii_alphabetic() {
+                    continue;
+                }
+                let e = stats
+                    .entry(w.to_string())
+                    .or_insert((0, 0, 0, sentence.clone()));
+                e.1 += 1;
+                if i > 0 && first.is_ascii_uppercase() {
+                    e.0 += 1;
+                }
+                if words
+                    .get(i + 1)
+                    .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+                {
+                    e.2 += 1;
+                }
+            }
+        }
+    }
+    let lower_counts: BTreeMap<String, usize> = stats
+        .iter()
+        .filter(|(w, _)| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .map(|(w, s)| (w.clone(), s.1))
+        .collect();
+    let mut keep: Vec<Candidate> = stats
+        .iter()
+        .filter_map(|(w, &(mid, _, numbered, ref context))| {
+            let acronym = w.len() >= 2
+                && w.chars().any(|c| c.is_ascii_uppercase())
+                && w.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+            let lower = w.to_ascii_lowercase();
+            let lower_uses = lower_counts.get(&lower).copied().unwrap_or(0);
+            let capitalised_term = w.len() >= 3
+                && w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && w.chars().skip(1).any(|c| c.is_ascii_lowercase())
+                && mid >= 2
+                && lower_uses * 4 <= mid
+                && numbered * 2 < mid
+                && !TRANSLATED_NAMES.contains(&lower.as_str())
+                && !is_stop(w);
+            let total = mid.max(1);
+            ((acronym || capitalised_term)
+                && !house
+                    .entries
+                    .iter()
+                    .any(|h| h.source.eq_ignore_ascii_case(w)))
+            .then(|| Candidate {
+                term: w.clone(),
+                count: total,
+                context: context.clone(),
+            })
+        })
+        .collect();
+    keep.sort_by(|a, b| b.count.cmp(&a.count).then(a.term.cmp(&b.term)));
+    keep.truncate(limit);
+    keep
+}
+
+/// Glossary lines that keep `terms` as they are (inferred, to be reviewed).
+pub fn keep_lines(terms: &[Candidate]) -> Vec<GlossaryLine> {
+    terms
+        .iter()
+        .map(|c| GlossaryLine {
+            en: c.term.clone(),
+            zh: c.term.clone(),
+            pos: String::new(),
+            context: c.context.clone(),
+            house: false,
+            needs_review: true,
+        })
+        .collect()
 }
 
 /// The glossary lines as a [`Glossary`] for the checks.
@@ -283,5 +438,44 @@ mod tests {
         assert_eq!(clean_term("“键值缓存”\n"), "键值缓存");
         assert_eq!(clean_term("预填充 (yù tián chōng)"), "预填充");
         assert_eq!(clean_term("Translation: 量化[待审]。"), "量化");
+    }
+
+    #[test]
+    fn junk_proposals_are_rejected() {
+        assert!(!valid_proposal("LLM", "现代代理 = LLM + 上下文 + 工具"));
+        assert!(!valid_proposal(
+            "TTFT",
+            "时间到第一个词元的时间非常长的解释"
+        ));
+        assert!(!valid_proposal("prefix cache", "prefix cache 缓存"));
+        assert!(!valid_proposal("prefix cache", "prefix"));
+        assert!(!valid_proposal("cache", "cache"));
+        assert!(valid_proposal("prefix cache", "前缀缓存"));
+        assert!(valid_proposal("time to first token", "首词元时间"));
+    }
+
+    #[test]
+    fn capitalised_terms_and_acronyms_are_kept() {
+        let ch = crate::book::Chapter {
+            rel_path: "c.md".into(),
+            text: "An Agent calls the LLM twice. Each Agent keeps a Prompt in memory. \
+                   The Prompt and the Agent see Figure 2 and Figure 3 here. \
+                   Every agent has a Prompt and an Agent loop. Tools help the Agent."
+                .into(),
+        };
+        let units =
+            crate::units::segment_chapter(&ch, 10_000, &crate::units::EstimateTokens).unwrap();
+        let keep: Vec<String> = keep_terms(&units, &Glossary::default(), 10)
+            .into_iter()
+            .map(|c| c.term)
+            .collect();
+        assert!(keep.contains(&"Agent".to_string()), "{keep:?}");
+        assert!(keep.contains(&"Prompt".to_string()), "{keep:?}");
+        assert!(keep.contains(&"LLM".to_string()), "{keep:?}");
+        assert!(!keep.contains(&"Figure".to_string()), "{keep:?}");
+        assert!(
+            !keep.contains(&"Tools".to_string()),
+            "sentence start: {keep:?}"
+        );
     }
 }

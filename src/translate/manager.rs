@@ -2,13 +2,15 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::glossary_agent::{self, GlossaryLine};
+use super::passage;
 use crate::book::{load_book, Book};
 use crate::checks::glossary::{contains_term, Glossary};
-use crate::checks::{check_model_output, check_units, CheckContext, Finding, Report, Severity};
+use crate::checks::{check_units, CheckContext, Finding, Report, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
 use crate::prompts::agents::{review_prompt, translate_prompt, TermLine, DEFAULT_GUIDE};
+use crate::units::skeleton::Skeleton;
 use crate::units::{
     reassemble, restore_placeholders, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind,
 };
@@ -182,6 +184,7 @@ fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
         .map(|l| TermLine {
             source: l.en.clone(),
             target: l.zh.clone(),
+            strict: l.house,
         })
         .collect()
 }
@@ -193,29 +196,9 @@ fn unit_terms(unit: &Unit, g: &[GlossaryLine]) -> Vec<TermLine> {
         .map(|l| TermLine {
             source: l.en.clone(),
             target: l.zh.clone(),
+            strict: l.house,
         })
         .collect()
-}
-
-/// Remove wrappers small models add: a Markdown fence around the whole answer, a
-/// "Translation:" label.
-fn clean_output(text: &str, unit: &Unit) -> String {
-    let mut t = text.trim().to_string();
-    if !unit.source.trim_start().starts_with("```") && t.starts_with("```") {
-        if let Some(nl) = t.find('\n') {
-            t = t[nl + 1..].to_string();
-        }
-        if t.trim_end().ends_with("```") {
-            let end = t.trim_end().len() - 3;
-            t.truncate(end);
-        }
-    }
-    for label in ["Translation:", "翻译：", "译文："] {
-        if let Some(rest) = t.strip_prefix(label) {
-            t = rest.to_string();
-        }
-    }
-    t.trim().to_string()
 }
 
 /// House terms are strict: they are written into the passage in the target language
@@ -683,8 +666,12 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         }
         Err(_) => {
             let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
-            let cands =
-                glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms);
+            let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40);
+            let cands: Vec<_> =
+                glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms)
+                    .into_iter()
+                    .filter(|c| !c.term.split(' ').any(|w| keep.iter().any(|k| k.term == w)))
+                    .collect();
             m.progress.set_message("glossary");
             let mut calls: Vec<(String, Completion)> = Vec::new();
             let lines = glossary_agent::build_glossary(
@@ -700,6 +687,8 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             for (term, c) in &calls {
                 m.record_call("glossary", term, c, "ok");
             }
+            let mut lines = lines;
+            lines.extend(glossary_agent::keep_lines(&keep));
             write_atomic(
                 &glossary_path,
                 serde_json::to_string_pretty(&lines)?.as_bytes(),
@@ -843,6 +832,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     UnitState::Revising
                 },
             )?;
+            let passage = inject_house_terms(&Skeleton::of(unit).model_text(), &glossary_lines);
             let prompt = translate_prompt(
                 &plan.guide,
                 &opts.source_lang,
@@ -850,7 +840,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 &all_terms,
                 &unit_terms(unit, &glossary_lines),
                 &job.findings_text,
-                &inject_house_terms(&unit.protected, &glossary_lines),
+                &passage,
             )?;
             // Single mode also keeps the unit's own prompt, to report what the orchestrated
             // mode's context would have been.
@@ -873,10 +863,12 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             reqs.push(ChatRequest {
                 messages,
                 split,
-                params: GenerationParams {
-                    max_new_tokens: max_new_tokens_for(unit),
-                    ..translate_params.clone()
-                },
+                params: passage::constrained(
+                    &translate_params,
+                    &passage,
+                    &opts.target_lang,
+                    max_new_tokens_for(unit),
+                ),
             });
             own_prompts.push(own);
         }
@@ -904,16 +896,15 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
             };
             orchestrated_peak = orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
             m.set_state(unit, UnitState::Reviewing)?;
-            let raw = clean_output(&done.text, unit);
-            let (restored, findings) = check_model_output(unit, &raw, &ctx);
+            let skeleton = Skeleton::of(unit);
+            let (text, findings) = match passage::accept_unit(unit, &skeleton, &done.text, &ctx) {
+                Ok((text, findings)) => (Some(text), findings),
+                Err(findings) => (None, findings),
+            };
             let errors: Vec<&Finding> = findings
                 .iter()
                 .filter(|f| f.severity == Severity::Error)
                 .collect();
-            let text = restored.unwrap_or_else(|_| {
-                // Keep the attempt readable: unknown placeholders stay, known ones are restored where possible.
-                restore_lenient(unit, &raw)
-            });
             let n_err = errors.len();
             let outcome = if n_err == 0 {
                 "ok"
@@ -932,17 +923,56 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 .iter()
                 .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
                 .collect();
-            if job.best.as_ref().is_none_or(|b| n_err < b.0) {
-                job.best = Some((n_err, text, findings.clone()));
+            if let Some(text) = text {
+                if job.best.as_ref().is_none_or(|b| n_err < b.0) {
+                    job.best = Some((n_err, text, findings.clone()));
+                }
             }
             if n_err > 0 && attempt < MAX_REVISIONS {
                 job.attempt += 1;
                 next_round.push(job);
                 continue;
             }
-            // The unit is finished: record it and checkpoint.
-            let attempts = attempt + 1;
-            let (n_err, text, findings) = job.best.expect("at least one attempt");
+            // The unit is finished: record it and checkpoint. A unit that still fails goes
+            // through the fallback cascade (segments, sentences, source sentence).
+            let mut attempts = attempt + 1;
+            let (n_err, text, findings) = match job.best.take() {
+                Some(best) if best.0 == 0 => best,
+                _ => {
+                    let request = |text: &str, max: usize| -> Result<ChatRequest> {
+                        let p = translate_prompt(
+                            &plan.guide,
+                            &opts.source_lang,
+                            &opts.target_lang,
+                            &all_terms,
+                            &unit_terms(unit, &glossary_lines),
+                            &[],
+                            &inject_house_terms(text, &glossary_lines),
+                        )?;
+                        Ok(ChatRequest {
+                            messages: p.messages,
+                            split: p.split,
+                            params: passage::constrained(
+                                &translate_params,
+                                &inject_house_terms(text, &glossary_lines),
+                                &opts.target_lang,
+                                max,
+                            ),
+                        })
+                    };
+                    let fb = passage::fallback(&mut backend, unit, &skeleton, &request, &ctx)?;
+                    for (note, c, outcome) in &fb.calls {
+                        m.record_call("fallback", note, c, outcome);
+                    }
+                    attempts += 1;
+                    let n = fb
+                        .findings
+                        .iter()
+                        .filter(|f| f.severity == Severity::Error)
+                        .count();
+                    (n, fb.text, fb.findings)
+                }
+            };
             let key = job.key;
             let state = if n_err == 0 {
                 UnitState::Passed
@@ -1283,17 +1313,6 @@ fn inputs_key(m: &Manager) -> String {
         )
         .as_bytes(),
     )
-}
-
-/// Restore what can be restored when placeholders are broken (for the kept attempt).
-fn restore_lenient(unit: &Unit, raw: &str) -> String {
-    let mut out = raw.to_string();
-    for p in &unit.placeholders {
-        if out.matches(p.token.as_str()).count() >= 1 {
-            out = out.replacen(p.token.as_str(), &p.original, 1);
-        }
-    }
-    out
 }
 
 /// House-term occurrences honoured: for each unit and house term present in its source,

@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod glossary_agent;
 pub mod manager;
+pub mod passage;
 pub mod sample_book;
 
 pub use manager::{run, Mode, ProgressMode, TranslateOptions};

@@ -18,6 +18,9 @@
 //! * [`reassemble`] joins the translated units; with the untranslated units it reproduces
 //!   the chapter byte for byte.
 
+pub mod constraint;
+pub mod skeleton;
+
 use crate::book::Chapter;
 use anyhow::Result;
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};

@@ -1,0 +1,112 @@
+//! Constrained decoding: a rule on what a sequence may generate, applied as a logits mask
+//! in the generation loop (single and batched decoding alike).
+//!
+//! A [`TextConstraint`] sees bytes: the bytes generated so far and the bytes one candidate
+//! token would add. The sampler asks it lazily — the most likely token first, then the
+//! next — so a mask over the whole vocabulary is only built when the first
+//! [`LAZY_TRIES`] candidates are all refused. For greedy decoding this picks exactly the
+//! token a full mask would; for sampling, the candidates of top-k/top-p are filtered before
+//! the draw, which is the masked distribution. The constraint only changes which token is
+//! chosen, never the forward pass, so prefix reuse and batching stay exact.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Candidates checked one by one before the whole vocabulary is masked at once.
+pub const LAZY_TRIES: usize = 64;
+
+/// What a sequence may generate.
+pub trait TextConstraint: Send + Sync {
+    /// Whether a token whose bytes are `next` may follow `text` (everything generated so far).
+    fn allows(&self, text: &[u8], next: &[u8]) -> bool;
+    /// Whether the sequence may end (end-of-sequence token) after `text`.
+    fn allows_end(&self, text: &[u8]) -> bool;
+}
+
+/// A shared constraint carried in [`super::generate::GenerationParams`]. Two handles are
+/// equal when they are the same constraint object.
+#[derive(Clone)]
+pub struct Constraint(pub Arc<dyn TextConstraint>);
+
+impl Constraint {
+    /// Wrap a constraint.
+    pub fn new(c: impl TextConstraint + 'static) -> Self {
+        Self(Arc::new(c))
+    }
+}
+
+impl fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Constraint")
+    }
+}
+
+impl PartialEq for Constraint {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The bytes each token id stands for (byte-level BPE pieces decoded through the GPT-2
+/// byte table, `<0xNN>` byte tokens, `▁` as a space), so constraints can judge a token
+/// before it is decoded.
+pub fn token_bytes(tokenizer: &tokenizers::Tokenizer) -> Vec<Vec<u8>> {
+    let n = tokenizer.get_vocab_size(true);
+    let table = byte_decoder();
+    (0..n as u32)
+        .map(|id| {
+            let Some(piece) = tokenizer.id_to_token(id) else {
+                return Vec::new();
+            };
+            if let Some(b) = piece
+                .strip_prefix("<0x")
+                .and_then(|h| h.strip_suffix('>'))
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                return vec![b];
+            }
+            let mapped: Option<Vec<u8>> = piece.chars().map(|c| table.get(&c).copied()).collect();
+            mapped.unwrap_or_else(|| piece.replace('\u{2581}', " ").into_bytes())
+        })
+        .collect()
+}
+
+/// The inverse of GPT-2's byte → printable-character table used by byte-level BPE.
+fn byte_decoder() -> std::collections::HashMap<char, u8> {
+    let mut map = std::collections::HashMap::with_capacity(256);
+    let mut extra = 0u32;
+    for b in 0..=255u8 {
+        let printable = (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+        let c = if printable {
+            char::from(b)
+        } else {
+            extra += 1;
+            char::from_u32(255 + extra).expect("valid char")
+        };
+        map.insert(c, b);
+    }
+    map
+}
+
+/// Choose a token from `order` (candidate ids, most preferred first): the first one
+/// `accepts` takes. Returns `None` when every candidate is refused.
+pub fn first_allowed(
+    order: impl IntoIterator<Item = u32>,
+    accepts: &mut dyn FnMut(u32) -> bool,
+) -> Option<u32> {
+    order.into_iter().find(|&t| accepts(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_table_round_trips_all_bytes() {
+        let map = byte_decoder();
+        assert_eq!(map.len(), 256);
+        assert_eq!(map[&'Ġ'], b' ');
+        assert_eq!(map[&'Ċ'], b'\n');
+        assert_eq!(map[&'a'], b'a');
+    }
+}

@@ -1,0 +1,328 @@
+//! One unit's way through the model: its structure kept out of the model's text
+//! ([`Skeleton`]), a decode-time constraint on what the model may write
+//! ([`PassageConstraint`]), the reply checked and put back together — and, when a unit
+//! still fails its checks after revision, the fallback cascade: each segment (paragraph,
+//! list item, table cell) translated on its own, then each sentence of a failing segment,
+//! and as the last resort the one sentence kept in the source language and flagged. A
+//! unit therefore always ends with its structure intact.
+
+use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
+use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
+use crate::engine::constraint::Constraint;
+use crate::engine::generate::GenerationParams;
+use crate::units::constraint::PassageConstraint;
+use crate::units::skeleton::{Segment, Skeleton};
+use crate::units::{Unit, PLACEHOLDER_RE};
+use anyhow::Result;
+
+/// Builds the translation request for a passage (the model's text) and its token allowance.
+pub type RequestFor<'a> = dyn Fn(&str, usize) -> Result<ChatRequest> + 'a;
+
+/// Generation parameters for translating `passage` into `target_lang`: `base` with the
+/// passage's constraint (for a target in a non-Latin script, Latin words only where the
+/// passage has names).
+pub fn constrained(
+    base: &GenerationParams,
+    passage: &str,
+    target_lang: &str,
+    max_new_tokens: usize,
+) -> GenerationParams {
+    let mut c = PassageConstraint::new(passage);
+    if non_latin_script(target_lang) {
+        c = c.latin_names_only(passage);
+    }
+    GenerationParams {
+        max_new_tokens,
+        constraint: Some(Constraint::new(c)),
+        ..base.clone()
+    }
+}
+
+/// Whether a language is written in a non-Latin script (Chinese, Japanese, Korean).
+pub fn non_latin_script(lang: &str) -> bool {
+    let l = lang.to_ascii_lowercase();
+    ["zh", "ja", "ko"]
+        .iter()
+        .any(|p| l == *p || l.starts_with(&format!("{p}-")))
+}
+
+/// Token allowance for translating `text` (a Chinese translation of English prose takes
+/// fewer tokens than its source; 3× leaves room for any target language).
+pub fn max_new_tokens(text: &str) -> usize {
+    let est = crate::units::EstimateTokens.count_tokens(text);
+    (est * 3 + 48).clamp(64, 1536)
+}
+
+use crate::units::TokenCount as _;
+
+/// A model's reply for a whole unit, put back into the unit's structure and checked.
+/// `Ok` holds the restored text and its findings; `Err` the findings of a reply that
+/// cannot be restored (lines or placeholders wrong: the generation was cut short).
+pub fn accept_unit(
+    unit: &Unit,
+    skeleton: &Skeleton,
+    reply: &str,
+    ctx: &CheckContext,
+) -> std::result::Result<(String, Vec<Finding>), Vec<Finding>> {
+    let lines: Vec<&str> = reply.trim().split('\n').collect();
+    if lines.len() != skeleton.segments.len() {
+        return Err(vec![finding(
+            unit,
+            Category::Placeholder,
+            Severity::Error,
+            format!(
+                "{} line(s) in the reply for {} segment(s)",
+                lines.len(),
+                skeleton.segments.len()
+            ),
+            "translate every line of the passage as one line",
+        )]);
+    }
+    let mut restored = Vec::with_capacity(lines.len());
+    let mut bad = Vec::new();
+    for (seg, line) in skeleton.segments.iter().zip(&lines) {
+        match restore_segment(unit, seg, line) {
+            Ok(t) => restored.push(t),
+            Err(e) => bad.push(finding(
+                unit,
+                Category::Placeholder,
+                Severity::Error,
+                e,
+                "copy every placeholder exactly once",
+            )),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(bad);
+    }
+    let text = skeleton.assemble(unit, &restored);
+    let findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
+    Ok((text, findings))
+}
+
+/// Put a segment's placeholders back into its translation: each of the segment's
+/// placeholders exactly once, no other.
+pub fn restore_segment(
+    unit: &Unit,
+    seg: &Segment,
+    translated: &str,
+) -> std::result::Result<String, String> {
+    let mut seen = vec![0usize; seg.placeholders.len()];
+    let mut out = String::with_capacity(translated.len() + 32);
+    let mut last = 0;
+    for c in PLACEHOLDER_RE.captures_iter(translated) {
+        let m = c.get(0).expect("group 0");
+        let idx = c[1].parse::<usize>().unwrap_or(0).wrapping_sub(1);
+        let Some(k) = seg.placeholders.iter().position(|&p| p == idx) else {
+            return Err(format!("invented placeholder {}", m.as_str()));
+        };
+        seen[k] += 1;
+        out.push_str(&translated[last..m.start()]);
+        out.push_str(&unit.placeholders[idx].original);
+        last = m.end();
+    }
+    out.push_str(&translated[last..]);
+    if let Some(k) = seen.iter().position(|&n| n != 1) {
+        let token = &unit.placeholders[seg.placeholders[k]].token;
+        return Err(format!("placeholder {token} appears {} times", seen[k]));
+    }
+    Ok(out.trim().to_string())
+}
+
+/// What the fallback cascade made of a unit.
+pub struct Fallback {
+    /// The unit's text, structure intact.
+    pub text: String,
+    /// Its findings (plus one warning per sentence kept in the source language).
+    pub findings: Vec<Finding>,
+    /// The model calls made, with the note and outcome to log.
+    pub calls: Vec<(String, Completion, &'static str)>,
+    /// Sentences kept in the source language.
+    pub kept_source: usize,
+}
+
+/// The fallback cascade for a unit whose whole-unit attempts failed: segments, then
+/// sentences, then the source sentence. `request` builds a call for one passage.
+pub fn fallback(
+    backend: &mut dyn ChatBackend,
+    unit: &Unit,
+    skeleton: &Skeleton,
+    request: &RequestFor,
+    ctx: &CheckContext,
+) -> Result<Fallback> {
+    let mut calls = Vec::new();
+    let segs = &skeleton.segments;
+    let texts: Vec<&str> = segs.iter().map(|s| s.text.as_str()).collect();
+    let first = translate_pieces(
+        backend, unit, &texts, segs, request, ctx, "segment", &mut calls,
+    )?;
+    let mut translated = Vec::with_capacity(segs.len());
+    let mut kept_source = 0;
+    let mut notes = Vec::new();
+    for (i, seg) in segs.iter().enumerate() {
+        if let Some(t) = &first[i] {
+            translated.push(t.clone());
+            continue;
+        }
+        let sentences = split_sentences(&seg.text);
+        let sub: Vec<Segment> = sentences.iter().map(|s| sub_segment(seg, s)).collect();
+        let second = translate_pieces(
+            backend, unit, &sentences, &sub, request, ctx, "sentence", &mut calls,
+        )?;
+        let mut parts = Vec::with_capacity(sentences.len());
+        for (k, s) in sub.iter().enumerate() {
+            match &second[k] {
+                Some(t) => parts.push(t.clone()),
+                None => {
+                    let own = restore_segment(unit, s, &s.text).unwrap_or_else(|_| s.text.clone());
+                    notes.push(finding(
+                        unit,
+                        Category::Untranslated,
+                        Severity::Warning,
+                        own.clone(),
+                        "kept in the source language: translate this sentence by hand",
+                    ));
+                    kept_source += 1;
+                    parts.push(own);
+                }
+            }
+        }
+        translated.push(join_sentences(&parts));
+    }
+    let text = skeleton.assemble(unit, &translated);
+    let mut findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
+    findings.extend(notes);
+    Ok(Fallback {
+        text,
+        findings,
+        calls,
+        kept_source,
+    })
+}
+
+/// Translate independent pieces in one batch; `Some` for each that restores and passes
+/// its checks.
+#[allow(clippy::too_many_arguments)]
+fn translate_pieces(
+    backend: &mut dyn ChatBackend,
+    unit: &Unit,
+    texts: &[impl AsRef<str>],
+    segs: &[Segment],
+    request: &RequestFor,
+    ctx: &CheckContext,
+    what: &str,
+    calls: &mut Vec<(String, Completion, &'static str)>,
+) -> Result<Vec<Option<String>>> {
+    let reqs = texts
+        .iter()
+        .map(|t| request(t.as_ref(), max_new_tokens(t.as_ref())))
+        .collect::<Result<Vec<_>>>()?;
+    let replies = backend.complete_batch(&reqs)?;
+    let mut out = Vec::with_capacity(replies.len());
+    for ((seg, reply), i) in segs.iter().zip(replies).zip(1..) {
+        let ok = restore_segment(unit, seg, reply.text.trim())
+            .ok()
+            .filter(|t| {
+                let src = restore_segment(unit, seg, &seg.text).unwrap_or_default();
+                !check_unit(&unit.id, &src, t, ctx)
+                    .iter()
+                    .any(|f| f.severity == Severity::Error)
+            });
+        calls.push((
+            format!("{} {what} {i}", unit.id),
+            reply,
+            if ok.is_some() { "ok" } else { "fallback" },
+        ));
+        out.push(ok);
+    }
+    Ok(out)
+}
+
+/// A piece of `seg` with the placeholders it holds.
+fn sub_segment(seg: &Segment, text: &str) -> Segment {
+    let placeholders = PLACEHOLDER_RE
+        .captures_iter(text)
+        .filter_map(|c| c[1].parse::<usize>().ok())
+        .filter_map(|n| n.checked_sub(1))
+        .filter(|i| seg.placeholders.contains(i))
+        .collect();
+    Segment {
+        text: text.to_string(),
+        placeholders,
+    }
+}
+
+/// Sentences of a line of prose: cut after `.`, `!`, `?` (or their full-width forms)
+/// followed by a space, never inside a placeholder.
+pub fn split_sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for w in chars.windows(2) {
+        let ((i, c), (j, next)) = (w[0], w[1]);
+        let end = matches!(c, '.' | '!' | '?' | '。' | '！' | '？');
+        let cut = end && (next == ' ' || matches!(c, '。' | '！' | '？'));
+        if cut && text[start..=i].trim().len() > 1 {
+            out.push(text[start..j].trim().to_string());
+            start = j;
+        }
+    }
+    if start < text.len() && !text[start..].trim().is_empty() {
+        out.push(text[start..].trim().to_string());
+    }
+    if out.is_empty() {
+        out.push(text.trim().to_string());
+    }
+    out
+}
+
+/// Join translated sentences: no space between CJK sentences, one otherwise.
+fn join_sentences(parts: &[String]) -> String {
+    let mut out = String::new();
+    for p in parts {
+        let cjk_join = out.chars().last().is_some_and(crate::units::is_cjk)
+            && p.chars().next().is_some_and(crate::units::is_cjk);
+        if !out.is_empty() && !cjk_join {
+            out.push(' ');
+        }
+        out.push_str(p.trim());
+    }
+    out
+}
+
+fn finding(
+    unit: &Unit,
+    category: Category,
+    severity: Severity,
+    evidence: String,
+    action: &str,
+) -> Finding {
+    Finding {
+        chapter: unit.chapter.display().to_string(),
+        unit: Some(unit.id.clone()),
+        line: None,
+        source_line: None,
+        category,
+        severity,
+        evidence,
+        action: action.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_split_at_ends_not_inside_placeholders() {
+        assert_eq!(
+            split_sentences("Use {{1}} first. Then run it! Done?"),
+            vec!["Use {{1}} first.", "Then run it!", "Done?"]
+        );
+        assert_eq!(split_sentences("v1.5 is out"), vec!["v1.5 is out"]);
+        assert_eq!(
+            join_sentences(&["第一。".into(), "第二。".into()]),
+            "第一。第二。"
+        );
+    }
+}

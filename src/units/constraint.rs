@@ -1,0 +1,331 @@
+//! The decode-time constraint for one passage: what the model may write when it translates
+//! a [`super::skeleton::Skeleton`]'s segments.
+//!
+//! * **Lines**: exactly one line per segment — never an empty line, never more lines, and
+//!   the end only after the last one.
+//! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
+//!   and the end only when every one is there. Only the canonical `{{n}}` form can be
+//!   written (full-width braces are refused).
+//! * **Markdown that the passage lacks**: a line may not start with a heading, list,
+//!   block-quote or table marker or a code fence, and backticks, table pipes and footnote
+//!   labels `[^` cannot appear, unless the passage has them itself.
+//!
+//! The checks run on bytes, the text so far plus one candidate token, so the engine can
+//! ask them lazily ([`crate::engine::constraint`]).
+
+use crate::engine::constraint::TextConstraint;
+use regex::bytes::Regex;
+use std::sync::LazyLock;
+
+/// A line-start marker: heading, list item, block quote, table row or fence.
+static LINE_MARKER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^[ \t]*(?:#|>|[-*+][ \t]|[0-9]{1,9}[.)][ \t]|\||```|~~~)")
+        .expect("valid marker regex")
+});
+
+/// A dotted or slashed name: `llama.cpp`, `config/default`.
+static DOTTED_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"[A-Za-z0-9_-]+(?:[./][A-Za-z0-9_-]+)+").expect("valid name regex")
+});
+
+/// What a passage's translation may contain.
+#[derive(Debug, Clone)]
+pub struct PassageConstraint {
+    /// Lines the translation must have.
+    lines: usize,
+    /// Placeholder numbers the passage holds (each must appear exactly once).
+    placeholders: Vec<usize>,
+    /// The passage itself has lines starting with Markdown markers.
+    markers_ok: bool,
+    backtick_ok: bool,
+    pipe_ok: bool,
+    footnote_ok: bool,
+    /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
+    latin: Option<Vec<String>>,
+}
+
+impl PassageConstraint {
+    /// The constraint for translating `passage` (the model's text: one segment per line).
+    pub fn new(passage: &str) -> Self {
+        let placeholders = super::PLACEHOLDER_RE
+            .captures_iter(passage)
+            .filter_map(|c| c[1].parse().ok())
+            .collect();
+        Self {
+            lines: passage.split('\n').count(),
+            placeholders,
+            markers_ok: LINE_MARKER_RE.is_match(passage.as_bytes()),
+            backtick_ok: passage.contains('`'),
+            pipe_ok: passage.contains('|'),
+            footnote_ok: passage.contains("[^"),
+            latin: None,
+        }
+    }
+
+    /// For a target language in a non-Latin script (Chinese, Japanese, Korean): a Latin
+    /// word may only be one the passage keeps as a name — a word of the passage with a
+    /// capital letter or a digit (`Agent`, `LLM`, `GPT-4`), or of at most two letters
+    /// (units such as `ms`) — so no ordinary English word is left in a translated sentence.
+    pub fn latin_names_only(mut self, passage: &str) -> Self {
+        let bytes = passage.as_bytes();
+        let sentence_start = |start: usize| {
+            bytes[..start]
+                .iter()
+                .rev()
+                .find(|c| !c.is_ascii_whitespace())
+                .is_none_or(|c| b".!?:\n\"'(".contains(c))
+        };
+        let mut words: Vec<String> = latin_runs(bytes)
+            .filter(|&(start, _, w)| {
+                let caps = w.iter().filter(|c| c.is_ascii_uppercase()).count();
+                w.len() <= 2
+                    || w.iter().any(u8::is_ascii_digit)
+                    || caps >= 2
+                    || (caps == 1 && !sentence_start(start))
+            })
+            .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase())
+            .collect();
+        // Words of dotted or slashed names (`llama.cpp`, `en/zh`) are names too.
+        for m in DOTTED_RE.find_iter(bytes) {
+            words.extend(
+                latin_runs(m.as_bytes())
+                    .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase()),
+            );
+        }
+        words.sort();
+        words.dedup();
+        self.latin = Some(words);
+        self
+    }
+
+    /// Every Latin word of `text` is allowed; the last one, when it may still grow, begins
+    /// an allowed word.
+    fn latin_ok(&self, text: &[u8]) -> bool {
+        let Some(allowed) = &self.latin else {
+            return true;
+        };
+        latin_runs(text).all(|(_, end, w)| {
+            if w.len() <= 2 && end < text.len() {
+                return true;
+            }
+            let w = String::from_utf8_lossy(w).to_ascii_lowercase();
+            if end == text.len() {
+                w.len() <= 2 || allowed.iter().any(|a| a.starts_with(&w))
+            } else {
+                allowed.contains(&w)
+            }
+        })
+    }
+
+    /// Whether `text` breaks no rule (it may still be unfinished).
+    fn valid_prefix(&self, text: &[u8]) -> bool {
+        if text.first() == Some(&b'\n') || contains(text, b"\n\n") {
+            return false;
+        }
+        if text.iter().filter(|&&b| b == b'\n').count() >= self.lines {
+            return false;
+        }
+        if contains(text, "｛".as_bytes()) || contains(text, "｝".as_bytes()) {
+            return false;
+        }
+        if (!self.backtick_ok && text.contains(&b'`'))
+            || (!self.pipe_ok && text.contains(&b'|'))
+            || (!self.footnote_ok && contains(text, b"[^"))
+            || (!self.markers_ok && LINE_MARKER_RE.is_match(text))
+        {
+            return false;
+        }
+        self.latin_ok(text) && self.placeholders_ok(text, false)
+    }
+
+    /// Every `{{` starts a placeholder of the passage, none twice; with `complete`, every
+    /// placeholder is there and none is left open.
+    fn placeholders_ok(&self, text: &[u8], complete: bool) -> bool {
+        let mut seen = vec![false; self.placeholders.len()];
+        let mut i = 0;
+        while let Some(off) = find(&text[i..], b"{{") {
+            let start = i + off + 2;
+            let mut j = start;
+            while j < text.len() && text[j] == b' ' {
+                j += 1;
+            }
+            let digits_start = j;
+            while j < text.len() && text[j].is_ascii_digit() && j - digits_start < 6 {
+                j += 1;
+            }
+            let digits = &text[digits_start..j];
+            while j < text.len() && text[j] == b' ' {
+                j += 1;
+            }
+            if j >= text.len() || (j + 1 == text.len() && text[j] == b'}') {
+                // Unfinished: the digits so far must begin an unused placeholder.
+                return !complete && self.open_prefix_ok(digits, &seen);
+            }
+            if !text[j..].starts_with(b"}}") || digits.is_empty() {
+                return false;
+            }
+            let n: usize = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0);
+            match self.placeholders.iter().position(|&p| p == n) {
+                Some(k) if !seen[k] => seen[k] = true,
+                _ => return false,
+            }
+            i = j + 2;
+        }
+        !complete || seen.iter().all(|&s| s)
+    }
+
+    fn open_prefix_ok(&self, digits: &[u8], seen: &[bool]) -> bool {
+        self.placeholders
+            .iter()
+            .zip(seen)
+            .any(|(p, &s)| !s && p.to_string().as_bytes().starts_with(digits))
+    }
+}
+
+impl TextConstraint for PassageConstraint {
+    fn allows(&self, text: &[u8], next: &[u8]) -> bool {
+        let mut all = Vec::with_capacity(text.len() + next.len());
+        all.extend_from_slice(text);
+        all.extend_from_slice(next);
+        self.valid_prefix(&all)
+    }
+
+    fn allows_end(&self, text: &[u8]) -> bool {
+        let trimmed = trim_end(text);
+        !trimmed.is_empty()
+            && !text.ends_with(b"\n")
+            && trimmed.iter().filter(|&&b| b == b'\n').count() + 1 == self.lines
+            && self.placeholders_ok(trimmed, true)
+    }
+}
+
+/// Runs of Latin letters, digits and hyphens that contain a letter: (start, end, bytes).
+fn latin_runs(text: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < text.len() {
+            if !word(text[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < text.len() && word(text[i]) {
+                i += 1;
+            }
+            let run = &text[start..i];
+            if run.iter().any(u8::is_ascii_alphabetic) {
+                return Some((start, i, run));
+            }
+        }
+        None
+    })
+}
+
+fn trim_end(t: &[u8]) -> &[u8] {
+    let mut end = t.len();
+    while end > 0 && matches!(t[end - 1], b' ' | b'\t' | b'\r') {
+        end -= 1;
+    }
+    &t[..end]
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    find(hay, needle).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(c: &PassageConstraint, s: &str) -> bool {
+        c.valid_prefix(s.as_bytes())
+    }
+
+    #[test]
+    fn placeholders_at_most_once_and_all_before_the_end() {
+        let c = PassageConstraint::new("Call {{1}} then {{12}}.");
+        assert!(ok(&c, "调用 {{1}} 然后 {{1"));
+        assert!(ok(&c, "调用 {{ 1 }}"));
+        assert!(!ok(&c, "调用 {{1}} 然后 {{1}}"), "twice");
+        assert!(!ok(&c, "调用 {{3"), "no placeholder starts with 3");
+        assert!(!ok(&c, "调用 {{x"));
+        assert!(!ok(&c, "调用 ｛｛1｝｝"));
+        assert!(!c.allows_end(b"\xe8\xb0\x83 {{1}}"), "{{12}} missing");
+        assert!(c.allows_end("调用 {{1}} 然后 {{12}}。".as_bytes()));
+        assert!(!c.allows_end("调用 {{1}} 然后 {{12".as_bytes()));
+    }
+
+    #[test]
+    fn exactly_one_line_per_segment() {
+        let c = PassageConstraint::new("First.\nSecond.");
+        assert!(ok(&c, "第一。\n第二"));
+        assert!(!ok(&c, "第一。\n\n"), "empty line");
+        assert!(!ok(&c, "\n"), "leading newline");
+        assert!(!ok(&c, "第一。\n第二。\n第三"), "extra line");
+        assert!(!c.allows_end("第一。".as_bytes()), "a line missing");
+        assert!(c.allows_end("第一。\n第二。".as_bytes()));
+        assert!(!c.allows_end(b""));
+    }
+
+    #[test]
+    fn markdown_the_passage_lacks_cannot_start() {
+        let c = PassageConstraint::new("Plain prose, 3 items.");
+        for bad in [
+            "```",
+            "# 标题",
+            "> 引用",
+            "- 项",
+            "* 项",
+            "1. 项",
+            "| 表",
+            "正文 `x",
+            "注[^1]",
+        ] {
+            assert!(!ok(&c, bad), "{bad:?}");
+        }
+        for good in ["正文 - 破折号", "3 个项目", "2024年"] {
+            assert!(ok(&c, good), "{good:?}");
+        }
+        let with = PassageConstraint::new("a | b with `x` and [^n]");
+        assert!(ok(&with, "甲 | 乙 `x` [^n]"));
+    }
+
+    #[test]
+    fn only_names_stay_latin_in_a_cjk_target() {
+        let c =
+            PassageConstraint::new("Reuse the Agent prefix whenever possible, in 40 ms with LLM.")
+                .latin_names_only("Reuse the Agent prefix whenever possible, in 40 ms with LLM.");
+        assert!(ok(&c, "尽可能复用 Agent 前缀，40 ms，LLM"));
+        assert!(ok(&c, "复用 Ag"), "prefix of a name");
+        assert!(!ok(&c, "复用前缀 whenever"), "ordinary word");
+        assert!(!ok(&c, "复用前缀 whe"), "no name starts with whe");
+        assert!(!ok(&c, "复用 agentic 前缀"));
+        assert!(!ok(&c, "复用 Agent 和 reuse "));
+        let n = "Runtimes such as llama.cpp keep it.".to_string();
+        let c = PassageConstraint::new(&n).latin_names_only(&n);
+        assert!(ok(&c, "llama.cpp 等运行时"));
+        let free = PassageConstraint::new("Reuse it whenever possible.");
+        assert!(
+            ok(&free, "Reuse whenever"),
+            "no Latin rule without latin_names_only"
+        );
+    }
+
+    #[test]
+    fn allows_extends_text_by_one_token() {
+        let c = PassageConstraint::new("Use {{1}}.");
+        assert!(c.allows("使用 ".as_bytes(), b"{{"));
+        assert!(c.allows("使用 {{".as_bytes(), b"1"));
+        assert!(!c.allows("使用 {{".as_bytes(), b"2"));
+        assert!(c.allows("使用 {{1".as_bytes(), b"}}"));
+        assert!(!c.allows("使用 {{1}}".as_bytes(), b"\n"));
+    }
+}
