@@ -335,18 +335,42 @@ pub fn llama_python_path() -> PathBuf {
         .join(".cache/quire/llama-cpp-python/venv/bin/python")
 }
 
-fn has_llama_cpp(python: &Path) -> bool {
+fn can_import(python: &Path, modules: &str) -> bool {
     python.is_file()
         && Command::new(python)
-            .args(["-c", "import llama_cpp, numpy"])
+            .args(["-c", &format!("import {modules}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
 }
 
+fn has_llama_cpp(python: &Path) -> bool {
+    can_import(python, "llama_cpp, numpy")
+}
+
+/// Make sure `python` (a venv's python, as from [`ensure_llama_python`]) can
+/// `import sacrebleu` (chrF for `quire bench quality`), installing it with the venv's pip
+/// when it cannot.
+pub fn ensure_sacrebleu(python: &Path) -> Result<()> {
+    if can_import(python, "sacrebleu") {
+        return Ok(());
+    }
+    let pip = python.with_file_name("pip");
+    eprintln!("chrF: installing sacrebleu with {}", pip.display());
+    let st = Command::new(&pip)
+        .args(["install", "-q", "sacrebleu"])
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", pip.display()))?;
+    if !st.success() || !can_import(python, "sacrebleu") {
+        bail!("installing sacrebleu with {} failed", pip.display());
+    }
+    Ok(())
+}
+
 /// A python that can `import llama_cpp`: the configured venv, created (and
-/// llama-cpp-python built from source) if it is missing.
+/// llama-cpp-python built from source, sacrebleu installed alongside) if it is missing.
 pub fn ensure_llama_python() -> Result<PathBuf> {
     let python = llama_python_path();
     if has_llama_cpp(&python) {
@@ -388,6 +412,8 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
             "-q",
             &format!("llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"),
             "numpy",
+            // chrF for `quire bench quality` (checked separately by `ensure_sacrebleu`).
+            "sacrebleu",
         ])
         .env(
             "CMAKE_ARGS",

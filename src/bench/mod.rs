@@ -8,6 +8,9 @@
 //! * [`prefix`]: time to first token with the prefix KV cache against a full recompute,
 //!   over the parts of a book behind one long shared prefix; disk load against recompute;
 //!   the logit difference between the two paths; an SVG chart.
+//! * [`quality`]: a book translated by Quire and by a naive per-paragraph llama.cpp loop,
+//!   side by side per chapter: structure errors, blocked units, house-term share,
+//!   untranslated English, chrF against a reference, wall time.
 //!
 //! The helpers here (machine description, peak RSS, memory bandwidth, deterministic text,
 //! plain-text tables) are shared by both.
@@ -15,6 +18,7 @@
 pub mod batch;
 pub mod engine;
 pub mod prefix;
+pub mod quality;
 pub mod svg;
 pub mod sys;
 

@@ -1,8 +1,9 @@
-//! `quire bench engine|prefix|batch`: measurements printed side by side (tables on stdout,
+//! `quire bench engine|prefix|batch|quality`: measurements printed side by side (tables on stdout,
 //! progress on stderr, `--json` for machines).
 
 use crate::bench::engine::{self, EngineBenchOptions, QuireRunner};
 use crate::bench::prefix::{self, PrefixBenchOptions};
+use crate::bench::quality::{self, QualityBenchOptions};
 use crate::bench::sys;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -31,6 +32,49 @@ pub enum BenchCommand {
     /// Throughput mode: aggregate decode tokens/s of several requests decoded together
     /// (batch 1, 2, 4) against the same requests one after another.
     Batch(BatchArgs),
+    /// Translation quality: a book translated by Quire and by a naive per-paragraph
+    /// llama.cpp loop, side by side per chapter — structure errors, blocked units,
+    /// house-term share, untranslated English, chrF against a reference, wall time.
+    Quality(QualityArgs),
+}
+
+/// Arguments of `quire bench quality`.
+#[derive(clap::Args, Debug)]
+pub struct QualityArgs {
+    /// A .md file or a directory of chapters (default: the bundled sample book and its
+    /// glossary).
+    pub book: Option<PathBuf>,
+    /// Reference translations: a directory of chapters, matched by file name or with a
+    /// leading `en-` replaced by `zh-` (or one file for a one-chapter book). Without one,
+    /// chrF is shown as "–".
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// A .gguf path or a known model name, for both systems (default: `quire translate`'s
+    /// default model).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// House glossary (JSON or TOML), given to both systems.
+    #[arg(long)]
+    pub glossary: Option<PathBuf>,
+    /// Output directory (its input/, reference/, quire/ and naive/ are rewritten).
+    #[arg(long, default_value = "target/quire-bench/quality")]
+    pub out: PathBuf,
+    /// Cut each chapter at its last heading at or before this byte (and the reference
+    /// after the same number of headings), for long chapters.
+    #[arg(long)]
+    pub cut_bytes: Option<usize>,
+    /// Threads for both systems (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Run Quire only (no naive llama.cpp loop).
+    #[arg(long)]
+    pub skip_naive: bool,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON object to this file (tables still go to stdout).
+    #[arg(long)]
+    pub json_file: Option<PathBuf>,
 }
 
 /// Arguments of `quire bench batch`.
@@ -151,7 +195,30 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         BenchCommand::Engine(a) => run_engine(a),
         BenchCommand::Prefix(a) => run_prefix(a),
         BenchCommand::Batch(a) => run_batch(a),
+        BenchCommand::Quality(a) => run_quality(a),
     }
+}
+
+fn run_quality(a: QualityArgs) -> Result<i32> {
+    let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
+    let model = crate::model_store::resolve_model(a.model.as_deref(), true, a.json)?;
+    let report = quality::run(&QualityBenchOptions {
+        book: a.book,
+        reference: a.reference,
+        model,
+        glossary: a.glossary,
+        out: a.out,
+        cut_bytes: a.cut_bytes,
+        threads,
+        skip_naive: a.skip_naive,
+        target_lang: "zh-CN".to_string(),
+    })?;
+    emit(
+        &report,
+        a.json,
+        a.json_file.as_deref(),
+        quality::render_text,
+    )
 }
 
 fn run_batch(a: BatchArgs) -> Result<i32> {

@@ -88,42 +88,61 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
     }
 }
 
+impl TranslateArgs {
+    /// The arguments `quire translate` gets with nothing on its command line: every
+    /// option at its CLI default (the bundled sample book, output to `out`).
+    pub fn defaults() -> TranslateArgs {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: TranslateArgs,
+        }
+        <Wrapper as clap::Parser>::parse_from(["quire-translate"]).args
+    }
+
+    /// The translation options these arguments ask for.
+    pub fn to_options(self) -> Result<TranslateOptions> {
+        let args = self;
+        Ok(TranslateOptions {
+            input: args.input,
+            out: args.out,
+            source_lang: args.from,
+            target_lang: args.to,
+            glossary: args.glossary,
+            guide: args.guide,
+            model: args.model,
+            device: args.device,
+            chat_template: args.chat_template,
+            unit_tokens: args.unit_tokens.max(32),
+            dry_run: args.dry_run,
+            mode: args.mode,
+            max_new_tokens_total: args.max_new_tokens_total,
+            deadline: args.deadline.as_deref().map(parse_duration).transpose()?,
+            glossary_terms: args.glossary_terms,
+            review_every: args.review_every,
+            progress: if args.json_lines {
+                ProgressMode::JsonLines
+            } else if args.quiet {
+                ProgressMode::Quiet
+            } else {
+                ProgressMode::Bar
+            },
+            prefix_cache_dir: if args.no_disk_cache {
+                None
+            } else {
+                Some(
+                    args.prefix_cache_dir
+                        .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
+                )
+            },
+            batch: args.batch,
+        })
+    }
+}
+
 /// Run `quire translate`.
 pub fn run_cli(args: TranslateArgs) -> Result<i32> {
-    let opts = TranslateOptions {
-        input: args.input,
-        out: args.out,
-        source_lang: args.from,
-        target_lang: args.to,
-        glossary: args.glossary,
-        guide: args.guide,
-        model: args.model,
-        device: args.device,
-        chat_template: args.chat_template,
-        unit_tokens: args.unit_tokens.max(32),
-        dry_run: args.dry_run,
-        mode: args.mode,
-        max_new_tokens_total: args.max_new_tokens_total,
-        deadline: args.deadline.as_deref().map(parse_duration).transpose()?,
-        glossary_terms: args.glossary_terms,
-        review_every: args.review_every,
-        progress: if args.json_lines {
-            ProgressMode::JsonLines
-        } else if args.quiet {
-            ProgressMode::Quiet
-        } else {
-            ProgressMode::Bar
-        },
-        prefix_cache_dir: if args.no_disk_cache {
-            None
-        } else {
-            Some(
-                args.prefix_cache_dir
-                    .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
-            )
-        },
-        batch: args.batch,
-    };
+    let opts = args.to_options()?;
     let json = opts.progress == ProgressMode::JsonLines;
     let Some(s) = run(&opts)? else { return Ok(0) };
     if json {
