@@ -8,6 +8,11 @@ use quire::units::{
 };
 use std::path::PathBuf;
 
+use quire::engine::constraint::TextConstraint;
+use quire::translate::passage::restore_segment;
+use quire::units::constraint::PassageConstraint;
+use quire::units::skeleton::Skeleton;
+
 fn chapter(text: &str) -> Chapter {
     Chapter {
         rel_path: PathBuf::from("book/ch1.md"),
@@ -38,6 +43,20 @@ fn check_roundtrip(text: &str, budget: usize) -> Vec<Unit> {
                 "restore gives the trimmed source"
             );
             assert!(!u.protected.is_empty());
+            // The skeleton with each segment's own text gives the source back, and the
+            // decode-time constraint accepts the passage itself as a complete reply.
+            let sk = Skeleton::of(u);
+            let own: Vec<String> = sk
+                .segments
+                .iter()
+                .map(|seg| restore_segment(u, seg, &seg.text).expect("own segment restores"))
+                .collect();
+            assert_eq!(sk.assemble(u, &own), u.source.trim(), "skeleton round trip");
+            let passage = sk.model_text();
+            if !passage.is_empty() {
+                let c = PassageConstraint::new(&passage);
+                assert!(c.allows_end(passage.as_bytes()), "{passage:?}");
+            }
         } else {
             assert!(u.protected.is_empty());
             assert!(u.placeholders.is_empty());

@@ -393,6 +393,13 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
             })
         })
         .collect();
+    // A plural whose singular is kept too is the same term (`Agents` → `Agent`).
+    let singulars: HashSet<String> = keep.iter().map(|c| c.term.clone()).collect();
+    keep.retain(|c| {
+        !c.term
+            .strip_suffix('s')
+            .is_some_and(|s| singulars.contains(s))
+    });
     keep.sort_by(|a, b| b.count.cmp(&a.count).then(a.term.cmp(&b.term)));
     keep.truncate(limit);
     keep

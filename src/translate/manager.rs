@@ -90,8 +90,9 @@ pub struct TranslateOptions {
 /// Assumed speeds for the dry-run estimate (tokens/s on a 2-core CPU, 1.5B model).
 const EST_PREFILL_TPS: f64 = 150.0;
 const EST_DECODE_TPS: f64 = 35.0;
-/// Revisions after the first attempt.
-const MAX_REVISIONS: usize = 2;
+/// Revisions (with the findings as instructions) after the first attempt, before the
+/// fallback cascade.
+const MAX_REVISIONS: usize = 1;
 
 /// A unit's finished translation, stored in the translation memory.
 #[cfg(test)]

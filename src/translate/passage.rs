@@ -38,6 +38,18 @@ pub fn constrained(
     }
 }
 
+/// Typography of a translated line for `target_lang`: for Chinese, Japanese and Korean,
+/// the conventions of technical publishing (a space between CJK and Latin words or
+/// numbers, full-width punctuation in CJK sentences) by `autocorrect`. Applied to the
+/// model's text, where code and links are still placeholders, so they are never touched.
+pub fn typeset(target_lang: &str, line: &str) -> String {
+    if non_latin_script(target_lang) {
+        autocorrect::format(line)
+    } else {
+        line.to_string()
+    }
+}
+
 /// Whether a language is written in a non-Latin script (Chinese, Japanese, Korean).
 pub fn non_latin_script(lang: &str) -> bool {
     let l = lang.to_ascii_lowercase();
@@ -64,6 +76,7 @@ pub fn accept_unit(
     reply: &str,
     ctx: &CheckContext,
 ) -> std::result::Result<(String, Vec<Finding>), Vec<Finding>> {
+    let target = ctx.target_lang.clone();
     let lines: Vec<&str> = reply.trim().split('\n').collect();
     if lines.len() != skeleton.segments.len() {
         return Err(vec![finding(
@@ -81,7 +94,7 @@ pub fn accept_unit(
     let mut restored = Vec::with_capacity(lines.len());
     let mut bad = Vec::new();
     for (seg, line) in skeleton.segments.iter().zip(&lines) {
-        match restore_segment(unit, seg, line) {
+        match restore_segment(unit, seg, &typeset(&target, line)) {
             Ok(t) => restored.push(t),
             Err(e) => bad.push(finding(
                 unit,

@@ -1,10 +1,10 @@
 //! The decode-time constraint for one passage: what the model may write when it translates
 //! a [`super::skeleton::Skeleton`]'s segments.
 //!
-//! * **Lines**: exactly one line per segment — never an empty line, never more lines, and
-//!   the end only after the last one.
+//! * **Lines**: one line per segment — never an empty line, never more lines (a reply that
+//!   ends early is caught by the checks and goes to the fallback cascade).
 //! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
-//!   and the end only when every one is there. Only the canonical `{{n}}` form can be
+//!   and, on the last line, the end only when every one is there. Only the canonical `{{n}}` form can be
 //!   written (full-width braces are refused).
 //! * **Markdown that the passage lacks**: a line may not start with a heading, list,
 //!   block-quote or table marker or a code fence, and backticks, table pipes and footnote
@@ -33,8 +33,9 @@ static DOTTED_RE: LazyLock<Regex> = LazyLock::new(|| {
 pub struct PassageConstraint {
     /// Lines the translation must have.
     lines: usize,
-    /// Placeholder numbers the passage holds (each must appear exactly once).
-    placeholders: Vec<usize>,
+    /// Placeholder numbers of each line of the passage (each must appear exactly once, on
+    /// its own line).
+    placeholders: Vec<Vec<usize>>,
     /// The passage itself has lines starting with Markdown markers.
     markers_ok: bool,
     backtick_ok: bool,
@@ -47,9 +48,14 @@ pub struct PassageConstraint {
 impl PassageConstraint {
     /// The constraint for translating `passage` (the model's text: one segment per line).
     pub fn new(passage: &str) -> Self {
-        let placeholders = super::PLACEHOLDER_RE
-            .captures_iter(passage)
-            .filter_map(|c| c[1].parse().ok())
+        let placeholders = passage
+            .split('\n')
+            .map(|line| {
+                super::PLACEHOLDER_RE
+                    .captures_iter(line)
+                    .filter_map(|c| c[1].parse().ok())
+                    .collect()
+            })
             .collect();
         Self {
             lines: passage.split('\n').count(),
@@ -135,54 +141,76 @@ impl PassageConstraint {
         {
             return false;
         }
-        self.latin_ok(text) && self.placeholders_ok(text, false)
+        self.latin_ok(text) && self.lines_placeholders_ok(text, false)
     }
 
-    /// Every `{{` starts a placeholder of the passage, none twice; with `complete`, every
-    /// placeholder is there and none is left open.
-    fn placeholders_ok(&self, text: &[u8], complete: bool) -> bool {
-        let mut seen = vec![false; self.placeholders.len()];
-        let mut i = 0;
-        while let Some(off) = find(&text[i..], b"{{") {
-            let start = i + off + 2;
-            let mut j = start;
-            while j < text.len() && text[j] == b' ' {
-                j += 1;
-            }
-            let digits_start = j;
-            while j < text.len() && text[j].is_ascii_digit() && j - digits_start < 6 {
-                j += 1;
-            }
-            let digits = &text[digits_start..j];
-            while j < text.len() && text[j] == b' ' {
-                j += 1;
-            }
-            if j >= text.len() || (j + 1 == text.len() && text[j] == b'}') {
-                // Unfinished: the digits so far must begin an unused placeholder.
-                return !complete && self.open_prefix_ok(digits, &seen);
-            }
-            if !text[j..].starts_with(b"}}") || digits.is_empty() {
+    /// Each line holds only its own placeholders; every finished line (and with
+    /// `complete`, the last one too) holds all of them.
+    fn lines_placeholders_ok(&self, text: &[u8], complete: bool) -> bool {
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        lines.iter().enumerate().all(|(i, line)| {
+            let Some(own) = self.placeholders.get(i) else {
                 return false;
-            }
-            let n: usize = std::str::from_utf8(digits)
-                .ok()
-                .and_then(|d| d.parse().ok())
-                .unwrap_or(0);
-            match self.placeholders.iter().position(|&p| p == n) {
-                Some(k) if !seen[k] => seen[k] = true,
-                _ => return false,
-            }
-            i = j + 2;
-        }
-        !complete || seen.iter().all(|&s| s)
+            };
+            placeholders_ok(own, line, complete || i + 1 < lines.len())
+        })
     }
+}
 
-    fn open_prefix_ok(&self, digits: &[u8], seen: &[bool]) -> bool {
-        self.placeholders
-            .iter()
-            .zip(seen)
-            .any(|(p, &s)| !s && p.to_string().as_bytes().starts_with(digits))
+/// Every `{{` in `text` starts one of `allowed`, none twice; with `complete`, every one is
+/// there and none is left open.
+fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool) -> bool {
+    let mut seen = vec![false; allowed.len()];
+    let mut i = 0;
+    while let Some(off) = find(&text[i..], b"{{") {
+        let start = i + off + 2;
+        let mut j = start;
+        while j < text.len() && text[j] == b' ' {
+            j += 1;
+        }
+        let digits_start = j;
+        while j < text.len() && text[j].is_ascii_digit() && j - digits_start < 6 {
+            j += 1;
+        }
+        let digits = &text[digits_start..j];
+        while j < text.len() && text[j] == b' ' {
+            j += 1;
+        }
+        if j >= text.len() || (j + 1 == text.len() && text[j] == b'}') {
+            if complete {
+                // The line is over: an unclosed `{{…` is text.
+                return seen.iter().all(|&s| s);
+            }
+            if digits.is_empty() {
+                return true;
+            }
+            // Unfinished: the digits so far must begin an unused placeholder.
+            return allowed
+                .iter()
+                .zip(&seen)
+                .any(|(p, &s)| !s && p.to_string().as_bytes().starts_with(digits));
+        }
+        if digits.is_empty() {
+            // `{{` followed by something else is text, not a placeholder (`{{name}}`).
+            i = start - 1;
+            continue;
+        }
+        if !text[j..].starts_with(b"}}") {
+            // Digits not closed by `}}` (`{{7G`): text, not a placeholder.
+            i = start - 1;
+            continue;
+        }
+        let n: usize = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0);
+        match allowed.iter().position(|&p| p == n) {
+            Some(k) if !seen[k] => seen[k] = true,
+            _ => return false,
+        }
+        i = j + 2;
     }
+    !complete || seen.iter().all(|&s| s)
 }
 
 impl TextConstraint for PassageConstraint {
@@ -193,12 +221,15 @@ impl TextConstraint for PassageConstraint {
         self.valid_prefix(&all)
     }
 
+    /// The end needs every placeholder once the last line is reached. A model that ends
+    /// early (it merged or dropped a line) may stop — forcing it on would only make it
+    /// repeat itself — and the short reply goes to the fallback cascade.
     fn allows_end(&self, text: &[u8]) -> bool {
         let trimmed = trim_end(text);
+        let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
-            && trimmed.iter().filter(|&&b| b == b'\n').count() + 1 == self.lines
-            && self.placeholders_ok(trimmed, true)
+            && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
 }
 
@@ -255,8 +286,13 @@ mod tests {
         assert!(ok(&c, "调用 {{1}} 然后 {{1"));
         assert!(ok(&c, "调用 {{ 1 }}"));
         assert!(!ok(&c, "调用 {{1}} 然后 {{1}}"), "twice");
+        let two = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
+        assert!(!ok(&two, "第一 {{2}}"), "a placeholder of another line");
+        assert!(!ok(&two, "第一。\n"), "a line ends without its placeholder");
+        assert!(ok(&two, "第一 {{1}}。\n第二 {{2}}"));
         assert!(!ok(&c, "调用 {{3"), "no placeholder starts with 3");
-        assert!(!ok(&c, "调用 {{x"));
+        assert!(ok(&c, "调用 {{x}}"), "not a placeholder");
+        assert!(ok(&c, "调用 {{1x"), "not a placeholder either");
         assert!(!ok(&c, "调用 ｛｛1｝｝"));
         assert!(!c.allows_end(b"\xe8\xb0\x83 {{1}}"), "{{12}} missing");
         assert!(c.allows_end("调用 {{1}} 然后 {{12}}。".as_bytes()));
@@ -270,7 +306,15 @@ mod tests {
         assert!(!ok(&c, "第一。\n\n"), "empty line");
         assert!(!ok(&c, "\n"), "leading newline");
         assert!(!ok(&c, "第一。\n第二。\n第三"), "extra line");
-        assert!(!c.allows_end("第一。".as_bytes()), "a line missing");
+        assert!(
+            c.allows_end("第一。".as_bytes()),
+            "a short reply may end (it goes to the fallback)"
+        );
+        let p = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
+        assert!(
+            !p.allows_end("第一 {{1}}。\n第二。".as_bytes()),
+            "{{2}} missing on the last line"
+        );
         assert!(c.allows_end("第一。\n第二。".as_bytes()));
         assert!(!c.allows_end(b""));
     }
