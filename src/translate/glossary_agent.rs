@@ -75,8 +75,8 @@ fn sentences(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Deterministic candidates: acronyms, capitalised or repeated multi-word phrases and
-/// frequent long words in prose (code, links and other placeholders excluded), ranked by
+/// Deterministic candidates: capitalised or repeated multi-word phrases and hyphenated
+/// compounds in prose (code, links and other placeholders excluded), ranked by
 /// frequency × length, house terms removed, at most `limit`.
 pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
     let mut counts: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
@@ -106,8 +106,11 @@ pub fn extract_candidates(units: &[Unit], house: &Glossary, limit: usize) -> Vec
                         && phrase
                             .chars()
                             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+                    // A single word is a term only as a hyphenated compound (`zero-shot`);
+                    // plain words are vocabulary the model translates best in context.
                     let long_word = n == 1
                         && phrase.len() >= 7
+                        && phrase.contains('-')
                         && phrase.chars().all(|c| c.is_ascii_lowercase() || c == '-');
                     let multi = n >= 2
                         && win.iter().all(|w| {
