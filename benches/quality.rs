@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    quire::cli::install_engine_config()?;
     let name = std::env::var("QUIRE_BENCH_MODEL")
         .unwrap_or_else(|_| quire::cli::bench::BENCH_DEFAULT_MODEL.to_string());
     let model = quire::model_store::resolve_model(Some(&name), true, false)?;

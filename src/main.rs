@@ -43,6 +43,10 @@ fn main() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
     let cli = Cli::parse();
+    if let Err(err) = quire::cli::install_engine_config() {
+        eprintln!("error: {err:#}");
+        std::process::exit(2);
+    }
     let result = match cli.command {
         Command::Translate(args) => quire::cli::translate::run_cli(args),
         Command::Bench(args) => quire::cli::bench::run(args),

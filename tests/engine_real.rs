@@ -3,9 +3,9 @@
 mod common;
 
 use common::*;
+use quire::engine::chat_template::{ChatTemplate, Message};
 use quire::engine::generate::GenerationParams;
 use quire::engine::{Engine, LoadOptions};
-use quire::prompts::chat_template::{ChatTemplate, Message};
 
 #[test]
 fn qwen_template_renders_system_user_generation_prompt_byte_for_byte() {

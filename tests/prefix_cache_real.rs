@@ -7,12 +7,12 @@ mod common;
 
 use common::*;
 use quire::engine::backend::{ChatBackend, ChatRequest, LocalBackend};
+use quire::engine::chat_template::Message;
 use quire::engine::generate::GenerationParams;
 use quire::engine::prefix_cache::disk::DiskPrefixCache;
 use quire::engine::prefix_cache::PrefixStore;
+use quire::engine::stable_prefix::{split_prompt, SplitPoint};
 use quire::engine::Engine;
-use quire::prompts::chat_template::Message;
-use quire::prompts::stable_prefix::{split_prompt, SplitPoint};
 
 /// Stated tolerance for cached vs recomputed logits.
 const TOL: f32 = 1e-4;

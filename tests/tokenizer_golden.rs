@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
+use quire::engine::chat_template::Message;
 use quire::engine::generate::GenerationParams;
 use quire::engine::tokenizer::TokenStream;
 use quire::engine::Engine;
-use quire::prompts::chat_template::Message;
 use serde_json::Value;
 
 fn fixture(kind: &str, name: &str) -> Value {

@@ -8,9 +8,9 @@
 //! both ways produce the same tokens.
 
 use super::sys::{self, Machine};
+use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::{Engine, LoadOptions};
-use crate::prompts::chat_template::Message;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::PathBuf;

@@ -17,12 +17,12 @@
 use super::svg::{bar_chart, Series};
 use super::sys::{self, Machine};
 use super::{argmax, english_text, fmt_opt, max_abs_diff, prompt_ids, table};
+use crate::engine::chat_template::Message;
 use crate::engine::kv_cache::KvCache;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
 use crate::engine::prefix_cache::PrefixStore;
+use crate::engine::stable_prefix::{split_prompt, PromptSplit, SplitPoint};
 use crate::engine::{Engine, LoadOptions};
-use crate::prompts::chat_template::Message;
-use crate::prompts::stable_prefix::{split_prompt, PromptSplit, SplitPoint};
 use crate::units::{segment_chapter, EstimateTokens, UnitKind};
 use anyhow::{Context, Result};
 use candle_core::Device;

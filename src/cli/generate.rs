@@ -1,9 +1,9 @@
 //! `quire generate`: one chat turn, streamed to stdout, statistics to stderr.
 
 use super::ModelArgs;
+use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::sampling::SamplingParams;
-use crate::prompts::chat_template::Message;
 use anyhow::Result;
 use std::io::Write;
 

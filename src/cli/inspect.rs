@@ -1,9 +1,9 @@
 //! `quire inspect [MODEL] [--json]`: what a GGUF model is, without running it.
 
 use crate::engine::arch::ModelConfig;
+use crate::engine::chat_template::ChatTemplate;
 use crate::engine::gguf::GgufFile;
 use crate::engine::tokenizer::Tokenizer;
-use crate::prompts::chat_template::ChatTemplate;
 use anyhow::Result;
 use serde_json::json;
 

@@ -12,6 +12,16 @@ use crate::engine::{device::parse_device, Engine, LoadOptions};
 use anyhow::Result;
 use std::path::PathBuf;
 
+/// The engine's settings from the environment (`QUIRE_CPU_KERNEL`, `QUIRE_KV_DTYPE`), read
+/// here at the edge and installed once before any model loads.
+pub fn install_engine_config() -> Result<()> {
+    let kernel = std::env::var("QUIRE_CPU_KERNEL").ok();
+    let kv = std::env::var("QUIRE_KV_DTYPE").ok();
+    let cfg = crate::engine::config::EngineConfig::default()
+        .with_overrides(kernel.as_deref(), kv.as_deref())?;
+    crate::engine::config::install(&cfg)
+}
+
 /// Arguments that choose and load a model.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ModelArgs {

@@ -132,6 +132,11 @@ impl TranslateArgs {
             } else {
                 Some(
                     args.prefix_cache_dir
+                        .or_else(|| {
+                            std::env::var_os("QUIRE_PREFIX_CACHE_DIR")
+                                .filter(|d| !d.is_empty())
+                                .map(PathBuf::from)
+                        })
                         .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
                 )
             },

@@ -9,8 +9,8 @@ use super::kv_cache::KvCache;
 use super::prefix_cache::disk::DiskPrefixCache;
 use super::prefix_cache::PrefixStore;
 use super::Engine;
-use crate::prompts::chat_template::Message;
-use crate::prompts::stable_prefix::{split_prompt, SplitPoint};
+use crate::engine::chat_template::Message;
+use crate::engine::stable_prefix::{split_prompt, SplitPoint};
 use anyhow::Result;
 use std::time::Instant;
 
@@ -64,8 +64,6 @@ pub trait ChatBackend {
     fn prompt_tokens(&self, messages: &[Message]) -> Result<usize>;
     /// Name of the model (for logs).
     fn model_name(&self) -> String;
-    /// Provider name (for logs): "local", or a server's name.
-    fn provider(&self) -> String;
     /// Device description.
     fn device_name(&self) -> String;
 }
@@ -233,10 +231,6 @@ impl ChatBackend for LocalBackend {
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default()
-    }
-
-    fn provider(&self) -> String {
-        "local".into()
     }
 
     fn device_name(&self) -> String {

@@ -4,6 +4,8 @@
 
 pub mod arch;
 pub mod backend;
+pub mod chat_template;
+pub mod config;
 pub mod constraint;
 pub mod device;
 pub mod generate;
@@ -12,10 +14,11 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod prefix_cache;
 pub mod sampling;
+pub mod stable_prefix;
 pub mod threads;
 pub mod tokenizer;
 
-use crate::prompts::chat_template::ChatTemplate;
+use crate::engine::chat_template::ChatTemplate;
 use anyhow::{Context, Result};
 use arch::{Model, ModelConfig};
 use candle_core::{Device, Tensor};
@@ -57,8 +60,8 @@ pub struct LoadOptions {
     /// A chat template name from `chat-templates/` or a file path, instead of the GGUF's.
     pub chat_template: Option<String>,
     /// Multiply with Candle's quantized matmul on the CPU instead of Quire's kernels: the
-    /// engine as it was before its own kernels, kept for comparisons (also set by
-    /// `QUIRE_CPU_KERNEL=candle`).
+    /// engine as it was before its own kernels, kept for comparisons (also chosen by
+    /// [`config::Kernels::Candle`]).
     pub candle_kernels: bool,
 }
 
@@ -80,8 +83,7 @@ impl Engine {
             Some(name) => ChatTemplate::named(name)?,
             None => ChatTemplate::from_gguf(&gguf)?,
         };
-        let candle =
-            opts.candle_kernels || std::env::var("QUIRE_CPU_KERNEL").as_deref() == Ok("candle");
+        let candle = opts.candle_kernels || config::active().kernels == config::Kernels::Candle;
         gguf.native_kernels = device.is_cpu() && !candle;
         let kernels = if gguf.native_kernels {
             format!("native-{:?}", kernels::Isa::detect()).to_lowercase()
@@ -144,7 +146,7 @@ fn build_hash() -> &'static str {
     HASH.get_or_init(|| {
         std::env::current_exe()
             .ok()
-            .and_then(|exe| crate::model_store::content_hash(&exe).ok())
+            .and_then(|exe| crate::util::content_hash(&exe).ok())
             .unwrap_or_else(|| format!("quire {}", env!("CARGO_PKG_VERSION")))
     })
 }
@@ -156,7 +158,7 @@ impl Engine {
     /// bits, so a prefix saved by one build is never served to another). Prefix caches are
     /// keyed by it.
     pub fn fingerprint(&self) -> Result<String> {
-        let model_hash = crate::model_store::content_hash(&self.path)?;
+        let model_hash = crate::util::content_hash(&self.path)?;
         let tok = self
             .tokenizer
             .inner

@@ -35,21 +35,11 @@ fn marker_path(path: &Path) -> PathBuf {
 
 /// sha256 of a file, streamed.
 pub fn sha256_file(path: &Path, progress: Option<&ProgressBar>) -> Result<String> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
+    crate::util::sha256_file_with(path, &mut |n| {
         if let Some(p) = progress {
             p.inc(n as u64);
         }
-    }
-    Ok(hex::encode(h.finalize()))
+    })
 }
 
 /// Whether `path` holds `entry`'s verified bytes. A marker beside the file records the

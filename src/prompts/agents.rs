@@ -1,10 +1,10 @@
 //! The agents' prompts, rendered with minijinja from `src/prompts/templates/`. Every prompt
 //! puts its stable part first — the system message (guide, glossary, instructions) and the
 //! fixed head of the user message — and marks where the per-call part starts, so the
-//! engine computes the stable prefix once ([`crate::prompts::stable_prefix`]).
+//! engine computes the stable prefix once ([`crate::engine::stable_prefix`]).
 
-use super::chat_template::Message;
-use super::stable_prefix::SplitPoint;
+use crate::engine::chat_template::Message;
+use crate::engine::stable_prefix::SplitPoint;
 use anyhow::{anyhow, Result};
 use minijinja::Environment;
 use serde::Serialize;

@@ -1,6 +1,5 @@
-//! Prompts: chat-template rendering, the stable-prefix split that lets the engine reuse
-//! KV caches, and the agents' prompt texts (stable part first).
+//! The agents' prompt texts (stable part first, so the engine reuses their KV caches),
+//! rendered with minijinja. Chat-template rendering and the stable-prefix split belong to
+//! the engine ([`crate::engine::chat_template`], [`crate::engine::stable_prefix`]).
 
 pub mod agents;
-pub mod chat_template;
-pub mod stable_prefix;

@@ -95,27 +95,6 @@ const EST_DECODE_TPS: f64 = 35.0;
 const MAX_REVISIONS: usize = 1;
 
 /// A unit's finished translation, stored in the translation memory.
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn house_terms_are_injected_as_whole_words() {
-        let g = vec![GlossaryLine {
-            en: "token".into(),
-            zh: "词元".into(),
-            pos: String::new(),
-            context: String::new(),
-            house: true,
-            needs_review: false,
-        }];
-        assert_eq!(
-            inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
-            "词元 and a 词元, not tokenizer {{1}}."
-        );
-    }
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct MemoryEntry {
     unit_id: String,
@@ -723,7 +702,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     let mut context_peak = 0usize;
     // What the orchestrated mode's peak is (or would be, in single mode) for these units.
     let mut orchestrated_peak = 0usize;
-    let mut single_history: Vec<crate::prompts::chat_template::Message> = Vec::new();
+    let mut single_history: Vec<crate::engine::chat_template::Message> = Vec::new();
     let mut stopped: Option<String> = None;
     let batch = match opts.mode {
         Mode::Orchestrated => opts.batch.max(1),
@@ -854,7 +833,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                     }
                     let mut msgs = single_history.clone();
                     msgs.push(prompt.messages[1].clone());
-                    let split = crate::prompts::stable_prefix::SplitPoint {
+                    let split = crate::engine::stable_prefix::SplitPoint {
                         message: msgs.len() - 1,
                         offset: 0,
                     };
@@ -984,10 +963,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 revised += 1;
             }
             if opts.mode == Mode::Single {
-                single_history.push(crate::prompts::chat_template::Message::user(
+                single_history.push(crate::engine::chat_template::Message::user(
                     unit.protected.clone(),
                 ));
-                single_history.push(crate::prompts::chat_template::Message::assistant(
+                single_history.push(crate::engine::chat_template::Message::assistant(
                     text.clone(),
                 ));
             }
@@ -1388,4 +1367,25 @@ fn proofreading_markdown(proof: &serde_json::Value, report: &Report) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn house_terms_are_injected_as_whole_words() {
+        let g = vec![GlossaryLine {
+            en: "token".into(),
+            zh: "词元".into(),
+            pos: String::new(),
+            context: String::new(),
+            house: true,
+            needs_review: false,
+        }];
+        assert_eq!(
+            inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
+            "词元 and a 词元, not tokenizer {{1}}."
+        );
+    }
 }

@@ -78,6 +78,7 @@ pub mod portable;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
+use crate::engine::config::Kernels;
 use activations::{QuantizedRows, QuantizedRowsK};
 use anyhow::{ensure, Result};
 use formats::{DecodedRow, DecodedRowK, Format};
@@ -96,15 +97,17 @@ pub enum Isa {
 }
 
 impl Isa {
-    /// The best kernel this CPU runs; `QUIRE_CPU_KERNEL=portable|avx2|vnni` overrides it
-    /// (for comparisons; an override the CPU cannot run falls back to the best one).
+    /// The best kernel this CPU runs, unless the installed [`EngineConfig`] asks for AVX2 or
+    /// plain Rust (for comparisons; a choice the CPU cannot run falls back to the best one).
+    ///
+    /// [`EngineConfig`]: crate::engine::config::EngineConfig
     pub fn detect() -> Self {
         static ISA: OnceLock<Isa> = OnceLock::new();
         *ISA.get_or_init(|| {
             let best = Self::best();
-            match std::env::var("QUIRE_CPU_KERNEL").as_deref() {
-                Ok("portable") => Self::Portable,
-                Ok("avx2") if best != Self::Portable => Self::Avx2,
+            match crate::engine::config::active().kernels {
+                Kernels::Portable => Self::Portable,
+                Kernels::Avx2 if best != Self::Portable => Self::Avx2,
                 _ => best,
             }
         })

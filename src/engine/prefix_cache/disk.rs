@@ -25,11 +25,9 @@ pub struct DiskPrefixCache {
     pub budget_bytes: u64,
 }
 
-/// Default directory: `$QUIRE_PREFIX_CACHE_DIR`, else `<user cache dir>/quire/prefix-cache`.
+/// Default directory: `<user cache dir>/quire/prefix-cache` (the CLI lets
+/// `$QUIRE_PREFIX_CACHE_DIR` override it).
 pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("QUIRE_PREFIX_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
     dirs::cache_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join("quire")

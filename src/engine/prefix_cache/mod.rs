@@ -7,8 +7,8 @@
 //! the prompt's blocks and stops at the first hash that no entry has — O(prompt / BLOCK)
 //! hash-map probes however many entries exist — then extends token by token inside the
 //! matched entry, so the match is exact to the token, not rounded to a block. A trie would
-//! give the same answer but costs a node per token and is awkward to persist; the chain
-//! hash of an entry is also what names its file on disk.
+//! give the same answer but costs a node per token. On disk ([`disk`]) a file is named
+//! by the sha256 of the engine fingerprint and the prefix's token ids instead.
 
 pub mod disk;
 

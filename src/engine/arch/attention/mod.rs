@@ -43,7 +43,7 @@ pub fn uses_key_blocks(hd: usize) -> bool {
 
 /// Whether CPU attention for head size `hd` keeps keys and values in bf16
 /// ([`KvBlocks16`]): on CPUs with the AVX-512 kernels and AVX-512 BF16, unless
-/// `QUIRE_KV_DTYPE=f32` asks for f32 keys and values (for comparisons).
+/// the engine's settings ask for f32 keys and values (for comparisons).
 pub fn uses_bf16_blocks(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -51,7 +51,8 @@ pub fn uses_bf16_blocks(hd: usize) -> bool {
         uses_key_blocks(hd)
             && *BF16.get_or_init(|| {
                 is_x86_feature_detected!("avx512bf16")
-                    && std::env::var("QUIRE_KV_DTYPE").as_deref() != Ok("f32")
+                    && crate::engine::config::active().kv_dtype
+                        != crate::engine::config::KvDtype::F32
             })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -379,7 +380,7 @@ fn use_avx2(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         (hd == 64 || hd == 128)
-            && std::env::var("QUIRE_CPU_KERNEL").as_deref() != Ok("portable")
+            && crate::engine::config::active().kernels != crate::engine::config::Kernels::Portable
             && is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
     }
