@@ -1,16 +1,16 @@
 //! The manager: plan, per-unit state machine, budgets, checkpoints, resume, outputs.
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
-use super::glossary_agent::{self, GlossaryLine};
-use super::passage;
+use super::glossary_agent::GlossaryLine;
+use super::glossary_stage;
+use super::scheduler::{self, max_new_tokens_for, MAX_REVISIONS};
 use crate::book::{load_book, Book};
 use crate::checks::glossary::{contains_term, Glossary};
-use crate::checks::{check_units, CheckContext, Finding, Report, Severity};
+use crate::checks::{check_units, Finding, Report, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
-use crate::prompts::agents::{review_prompt, translate_prompt, TermLine, DEFAULT_GUIDE};
-use crate::units::skeleton::Skeleton;
+use crate::prompts::agents::{review_prompt, TermLine, DEFAULT_GUIDE};
 use crate::units::{
     reassemble, restore_placeholders, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind,
 };
@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -90,28 +90,27 @@ pub struct TranslateOptions {
 /// Assumed speeds for the dry-run estimate (tokens/s on a 2-core CPU, 1.5B model).
 const EST_PREFILL_TPS: f64 = 150.0;
 const EST_DECODE_TPS: f64 = 35.0;
-/// Revisions (with the findings as instructions) after the first attempt, before the
-/// fallback cascade.
-const MAX_REVISIONS: usize = 1;
 
 /// A unit's finished translation, stored in the translation memory.
+/// A unit's finished translation, stored in the translation memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct MemoryEntry {
-    unit_id: String,
-    source_hash: String,
-    translation: String,
-    state: UnitState,
-    attempts: usize,
-    errors: usize,
-    findings: Vec<Finding>,
+pub(super) struct MemoryEntry {
+    pub(super) unit_id: String,
+    pub(super) source_hash: String,
+    pub(super) translation: String,
+    pub(super) state: UnitState,
+    pub(super) attempts: usize,
+    pub(super) errors: usize,
+    pub(super) findings: Vec<Finding>,
 }
 
-struct Plan {
-    book: Book,
-    units: Vec<Vec<Unit>>,
-    house: Glossary,
-    guide: String,
-    guide_origin: String,
+/// What `translate` works on: the book, its units, the house glossary and the guide.
+pub(super) struct Plan {
+    pub(super) book: Book,
+    pub(super) units: Vec<Vec<Unit>>,
+    pub(super) house: Glossary,
+    pub(super) guide: String,
+    pub(super) guide_origin: String,
 }
 
 fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
@@ -159,7 +158,8 @@ fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
     })
 }
 
-fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
+/// Glossary lines as prompt lines.
+pub(super) fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
     g.iter()
         .map(|l| TermLine {
             source: l.en.clone(),
@@ -169,7 +169,8 @@ fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
         .collect()
 }
 
-fn unit_terms(unit: &Unit, g: &[GlossaryLine]) -> Vec<TermLine> {
+/// The glossary lines whose source term occurs in `unit`.
+pub(super) fn unit_terms(unit: &Unit, g: &[GlossaryLine]) -> Vec<TermLine> {
     let lower = unit.source.to_lowercase();
     g.iter()
         .filter(|l| contains_term(&lower, &l.en.to_lowercase()))
@@ -200,31 +201,17 @@ pub fn inject_house_terms(passage: &str, glossary: &[GlossaryLine]) -> String {
     out
 }
 
-fn max_new_tokens_for(unit: &Unit) -> usize {
-    let est = EstimateTokens.count_tokens(&unit.protected);
-    (est * 3 + 48).clamp(64, 1536)
-}
-
-/// A unit being translated: where it is in the plan, its translation-memory key, and its
-/// attempts so far (the findings to fix next and the best attempt).
-struct UnitJob {
-    ci: usize,
-    ui: usize,
-    key: String,
-    attempt: usize,
-    findings_text: Vec<String>,
-    best: Option<(usize, String, Vec<Finding>)>,
-}
-
-struct Manager<'a> {
-    opts: &'a TranslateOptions,
-    out: PathBuf,
-    checkpoint: Checkpoint,
+/// The manager's state while it runs the stages: options, plan, checkpoint, progress.
+pub(super) struct Manager<'a> {
+    pub(super) opts: &'a TranslateOptions,
+    pub(super) plan: &'a Plan,
+    pub(super) out: PathBuf,
+    pub(super) checkpoint: Checkpoint,
     started: Instant,
     elapsed_before: f64,
     model_name: String,
     device: String,
-    progress: ProgressBar,
+    pub(super) progress: ProgressBar,
 }
 
 impl Manager<'_> {
@@ -234,7 +221,7 @@ impl Manager<'_> {
         }
     }
 
-    fn record_call(&mut self, agent: &str, note: &str, c: &Completion, outcome: &str) {
+    pub(super) fn record_call(&mut self, agent: &str, note: &str, c: &Completion, outcome: &str) {
         self.checkpoint.value.result.quire.cached_prefix_tokens += c.cached_tokens;
         self.checkpoint.value.result.quire.new_tokens_total += c.completion_tokens;
         self.checkpoint
@@ -264,7 +251,7 @@ impl Manager<'_> {
     }
 
     /// Refuse a dispatch that would break a budget; `Some(reason)` means stop.
-    fn over_budget(&self, reserve: usize) -> Option<String> {
+    pub(super) fn over_budget(&self, reserve: usize) -> Option<String> {
         if let Some(limit) = self.opts.max_new_tokens_total {
             let used = self.checkpoint.value.result.quire.new_tokens_total;
             if used + reserve > limit {
@@ -287,7 +274,7 @@ impl Manager<'_> {
             .unwrap_or(0)
     }
 
-    fn save(&mut self) -> Result<()> {
+    pub(super) fn save(&mut self) -> Result<()> {
         let mut progress = BTreeMap::new();
         for r in self.checkpoint.value.result.quire.units.values() {
             *progress
@@ -303,11 +290,69 @@ impl Manager<'_> {
         self.checkpoint.save(&self.out)
     }
 
-    fn set_state(&mut self, unit: &Unit, state: UnitState) -> Result<()> {
+    pub(super) fn set_state(&mut self, unit: &Unit, state: UnitState) -> Result<()> {
         if let Some(r) = self.checkpoint.value.result.quire.units.get_mut(&unit.id) {
             r.state = state;
         }
         self.event(json!({"event": "state", "unit": unit.id, "state": state}));
+        Ok(())
+    }
+
+    /// Hash of the inputs that make a translation-memory entry (guide, model, template,
+    /// generation parameters).
+    pub(super) fn inputs_key(&self) -> String {
+        inputs_key(self)
+    }
+
+    /// Where a translation-memory entry lives.
+    pub(super) fn memory_path(&self, key: &str) -> PathBuf {
+        memory_path(&self.out, key)
+    }
+
+    /// A finished translation of `unit` from the memory, if one matches.
+    pub(super) fn read_memory(&self, key: &str, unit: &Unit) -> Option<MemoryEntry> {
+        read_memory(&self.out, key, unit)
+    }
+
+    /// Record a unit taken from the translation memory.
+    pub(super) fn reuse_unit(&mut self, unit: &Unit, key: &str, e: &MemoryEntry) {
+        let r = &mut self.checkpoint.value.result;
+        let rec = r.quire.units.get_mut(&unit.id).expect("planned");
+        let was_final = rec.state.is_final() && rec.memory_key.as_deref() == Some(key);
+        rec.state = e.state;
+        rec.memory_key = Some(key.to_string());
+        rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
+        rec.attempts = e.attempts;
+        rec.errors = e.errors;
+        if !was_final {
+            r.manager_context_final
+                .call_log
+                .push(format!("{}: reused from translation memory", unit.id));
+        }
+    }
+
+    /// Record a unit just finished (its memory entry written) and checkpoint.
+    pub(super) fn finish_unit(&mut self, unit: &Unit, key: &str, e: &MemoryEntry) -> Result<()> {
+        {
+            let r = &mut self.checkpoint.value.result;
+            let rec = r.quire.units.get_mut(&unit.id).expect("planned");
+            rec.state = e.state;
+            rec.memory_key = Some(key.to_string());
+            rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
+            rec.attempts = e.attempts;
+            rec.errors = e.errors;
+            r.manager_context_final.call_log.push(format!(
+                "{}: {:?} after {} attempt(s)",
+                unit.id, e.state, e.attempts
+            ));
+            r.manager_context_final.file_index.insert(
+                format!("memory/{key}.json"),
+                sha256_hex(e.translation.as_bytes()),
+            );
+        }
+        self.set_state(unit, e.state)?;
+        self.save()?;
+        self.progress.inc(1);
         Ok(())
     }
 }
@@ -544,6 +589,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     );
     let mut m = Manager {
         opts,
+        plan: &plan,
         out: out.clone(),
         checkpoint,
         started: Instant::now(),
@@ -610,411 +656,14 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
     }
     m.save()?;
 
-    // 1. Glossary agent (or the user's edited glossary.json).
-    let glossary_path = out.join("glossary.json");
-    let glossary_lines: Vec<GlossaryLine> = match std::fs::read_to_string(&glossary_path) {
-        Ok(text) => {
-            let lines: Vec<GlossaryLine> = serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: line {}, column {}: {e} (fix it, or delete it to regenerate)",
-                    glossary_path.display(),
-                    e.line(),
-                    e.column()
-                )
-            })?;
-            // House terms are forced even if the file was edited.
-            let mut lines: Vec<GlossaryLine> = lines
-                .into_iter()
-                .filter(|l| {
-                    !plan
-                        .house
-                        .entries
-                        .iter()
-                        .any(|h| h.source.eq_ignore_ascii_case(&l.en))
-                })
-                .collect();
-            let mut house: Vec<GlossaryLine> = glossary_agent::build_glossary(
-                &mut backend,
-                &[],
-                &plan.house,
-                &opts.source_lang,
-                &opts.target_lang,
-                &mut |_, _| {},
-            )?;
-            house.append(&mut lines);
-            house
-        }
-        Err(_) => {
-            let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
-            let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40);
-            let cands: Vec<_> =
-                glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms)
-                    .into_iter()
-                    .filter(|c| !c.term.split(' ').any(|w| keep.iter().any(|k| k.term == w)))
-                    .collect();
-            m.progress.set_message("glossary");
-            let mut calls: Vec<(String, Completion)> = Vec::new();
-            let lines = glossary_agent::build_glossary(
-                &mut backend,
-                &cands,
-                &plan.house,
-                &opts.source_lang,
-                &opts.target_lang,
-                &mut |c, done| {
-                    calls.push((c.term.clone(), done.clone()));
-                },
-            )?;
-            for (term, c) in &calls {
-                m.record_call("glossary", term, c, "ok");
-            }
-            let mut lines = lines;
-            lines.extend(glossary_agent::keep_lines(&keep));
-            write_atomic(
-                &glossary_path,
-                serde_json::to_string_pretty(&lines)?.as_bytes(),
-            )?;
-            lines
-        }
-    };
-    let glossary = glossary_agent::to_glossary(&glossary_lines);
-    let glossary_hash = sha256_hex(serde_json::to_string(&glossary_lines)?.as_bytes());
-    m.checkpoint.value.result.glossary = json!({
-        "path": glossary_path.display().to_string(),
-        "house_terms": glossary_lines.iter().filter(|l| l.house).count(),
-        "inferred_terms": glossary_lines.iter().filter(|l| !l.house).count(),
-    });
-    let all_terms = term_lines(&glossary_lines);
-    let ctx =
-        CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
-    m.save()?;
-
-    // 2. Translate every unit, with checks and revisions. In orchestrated mode up to
-    //    `opts.batch` units are in flight: each round sends one request per unit in flight
-    //    (its first attempt or its next revision) as one batch — throughput mode, whose
-    //    replies are exactly those the requests get one at a time — then checks every
-    //    reply. A unit leaves the flight when it passes or runs out of revisions and is
-    //    checkpointed then. Single mode's growing conversation takes one unit at a time.
-    let mut translations: Vec<Vec<Option<String>>> =
-        plan.units.iter().map(|u| vec![None; u.len()]).collect();
-    let mut unit_findings: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
-    let mut reused = 0usize;
-    let mut revised = 0usize;
-    let mut context_peak = 0usize;
-    // What the orchestrated mode's peak is (or would be, in single mode) for these units.
-    let mut orchestrated_peak = 0usize;
-    let mut single_history: Vec<crate::engine::chat_template::Message> = Vec::new();
-    let mut stopped: Option<String> = None;
-    let batch = match opts.mode {
-        Mode::Orchestrated => opts.batch.max(1),
-        Mode::Single => 1,
-    };
-    let mut queue: VecDeque<(usize, usize)> = plan
-        .units
-        .iter()
-        .enumerate()
-        .flat_map(|(ci, units)| {
-            units
-                .iter()
-                .enumerate()
-                .filter(|(_, u)| u.kind == UnitKind::Translate)
-                .map(move |(ui, _)| (ci, ui))
-        })
-        .collect();
-    let mut flight: Vec<UnitJob> = Vec::new();
-    loop {
-        // Fill the flight; units found in translation memory are done at once.
-        while flight.len() < batch && stopped.is_none() {
-            let Some((ci, ui)) = queue.pop_front() else {
-                break;
-            };
-            let unit = &plan.units[ci][ui];
-            let key = sha256_hex(
-                format!(
-                    "{}|{}|{}|{}|{:?}|{}",
-                    unit.content_hash(),
-                    glossary_hash,
-                    inputs_key(&m),
-                    opts.target_lang,
-                    opts.mode,
-                    unit.id
-                )
-                .as_bytes(),
-            );
-            if let Some(e) = read_memory(&out, &key, unit) {
-                translations[ci][ui] = Some(e.translation.clone());
-                unit_findings.insert(unit.id.clone(), e.findings.clone());
-                let rec = m
-                    .checkpoint
-                    .value
-                    .result
-                    .quire
-                    .units
-                    .get_mut(&unit.id)
-                    .expect("planned");
-                let was_final =
-                    rec.state.is_final() && rec.memory_key.as_deref() == Some(key.as_str());
-                rec.state = e.state;
-                rec.memory_key = Some(key.clone());
-                rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
-                rec.attempts = e.attempts;
-                rec.errors = e.errors;
-                if !was_final {
-                    m.checkpoint
-                        .value
-                        .result
-                        .manager_context_final
-                        .call_log
-                        .push(format!("{}: reused from translation memory", unit.id));
-                }
-                reused += 1;
-                m.progress.inc(1);
-                continue;
-            }
-            flight.push(UnitJob {
-                ci,
-                ui,
-                key,
-                attempt: 0,
-                findings_text: Vec::new(),
-                best: None,
-            });
-        }
-        if flight.is_empty() {
-            break;
-        }
-        // Budgets: each request of the round reserves its whole token allowance; the
-        // requests that do not fit go back to planned and the run stops after this round.
-        let mut reserved = 0;
-        let mut fit = 0;
-        for job in &flight {
-            reserved += max_new_tokens_for(&plan.units[job.ci][job.ui]);
-            if let Some(reason) = m.over_budget(reserved) {
-                stopped = Some(reason);
-                break;
-            }
-            fit += 1;
-        }
-        for job in flight.drain(fit..) {
-            m.set_state(&plan.units[job.ci][job.ui], UnitState::Planned)?;
-        }
-        if flight.is_empty() {
-            break;
-        }
-        let mut reqs = Vec::with_capacity(flight.len());
-        let mut own_prompts = Vec::with_capacity(flight.len());
-        for job in &flight {
-            let unit = &plan.units[job.ci][job.ui];
-            m.set_state(
-                unit,
-                if job.attempt == 0 {
-                    UnitState::Running
-                } else {
-                    UnitState::Revising
-                },
-            )?;
-            let passage = inject_house_terms(&Skeleton::of(unit).model_text(), &glossary_lines);
-            let prompt = translate_prompt(
-                &plan.guide,
-                &opts.source_lang,
-                &opts.target_lang,
-                &all_terms,
-                &unit_terms(unit, &glossary_lines),
-                &job.findings_text,
-                &passage,
-            )?;
-            // Single mode also keeps the unit's own prompt, to report what the orchestrated
-            // mode's context would have been.
-            let (messages, split, own) = match opts.mode {
-                Mode::Orchestrated => (prompt.messages, prompt.split, None),
-                Mode::Single => {
-                    // One growing conversation: system once, then every unit and reply.
-                    if single_history.is_empty() {
-                        single_history.push(prompt.messages[0].clone());
-                    }
-                    let mut msgs = single_history.clone();
-                    msgs.push(prompt.messages[1].clone());
-                    let split = crate::engine::stable_prefix::SplitPoint {
-                        message: msgs.len() - 1,
-                        offset: 0,
-                    };
-                    (msgs, split, Some(prompt.messages))
-                }
-            };
-            reqs.push(ChatRequest {
-                messages,
-                split,
-                params: passage::constrained(
-                    &translate_params,
-                    &passage,
-                    &opts.target_lang,
-                    max_new_tokens_for(unit),
-                ),
-            });
-            own_prompts.push(own);
-        }
-        m.progress.set_message(
-            flight
-                .iter()
-                .map(|j| format!("{} (attempt {})", plan.units[j.ci][j.ui].id, j.attempt + 1))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        let replies = if reqs.len() == 1 {
-            vec![backend.complete(&reqs[0])?]
-        } else {
-            backend.complete_batch(&reqs)?
-        };
-        let mut next_round = Vec::with_capacity(flight.len());
-        for ((mut job, done), own) in flight.drain(..).zip(replies).zip(own_prompts) {
-            let (ci, ui) = (job.ci, job.ui);
-            let unit = &plan.units[ci][ui];
-            let attempt = job.attempt;
-            context_peak = context_peak.max(done.prompt_tokens + done.completion_tokens);
-            let orchestrated_prompt = match &own {
-                None => done.prompt_tokens,
-                Some(messages) => backend.prompt_tokens(messages)?,
-            };
-            orchestrated_peak = orchestrated_peak.max(orchestrated_prompt + done.completion_tokens);
-            m.set_state(unit, UnitState::Reviewing)?;
-            let skeleton = Skeleton::of(unit);
-            let (text, findings) = match passage::accept_unit(unit, &skeleton, &done.text, &ctx) {
-                Ok((text, findings)) => (Some(text), findings),
-                Err(findings) => (None, findings),
-            };
-            let errors: Vec<&Finding> = findings
-                .iter()
-                .filter(|f| f.severity == Severity::Error)
-                .collect();
-            let n_err = errors.len();
-            let outcome = if n_err == 0 {
-                "ok"
-            } else if attempt < MAX_REVISIONS {
-                "revise"
-            } else {
-                "blocked"
-            };
-            m.record_call(
-                if attempt == 0 { "translate" } else { "revise" },
-                &unit.id,
-                &done,
-                outcome,
-            );
-            job.findings_text = errors
-                .iter()
-                .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
-                .collect();
-            if let Some(text) = text {
-                if job.best.as_ref().is_none_or(|b| n_err < b.0) {
-                    job.best = Some((n_err, text, findings.clone()));
-                }
-            }
-            if n_err > 0 && attempt < MAX_REVISIONS {
-                job.attempt += 1;
-                next_round.push(job);
-                continue;
-            }
-            // The unit is finished: record it and checkpoint. A unit that still fails goes
-            // through the fallback cascade (segments, sentences, source sentence).
-            let mut attempts = attempt + 1;
-            let (n_err, text, findings) = match job.best.take() {
-                Some(best) if best.0 == 0 => best,
-                _ => {
-                    let request = |text: &str, max: usize| -> Result<ChatRequest> {
-                        let p = translate_prompt(
-                            &plan.guide,
-                            &opts.source_lang,
-                            &opts.target_lang,
-                            &all_terms,
-                            &unit_terms(unit, &glossary_lines),
-                            &[],
-                            &inject_house_terms(text, &glossary_lines),
-                        )?;
-                        Ok(ChatRequest {
-                            messages: p.messages,
-                            split: p.split,
-                            params: passage::constrained(
-                                &translate_params,
-                                &inject_house_terms(text, &glossary_lines),
-                                &opts.target_lang,
-                                max,
-                            ),
-                        })
-                    };
-                    let fb = passage::fallback(&mut backend, unit, &skeleton, &request, &ctx)?;
-                    for (note, c, outcome) in &fb.calls {
-                        m.record_call("fallback", note, c, outcome);
-                    }
-                    attempts += 1;
-                    let n = fb
-                        .findings
-                        .iter()
-                        .filter(|f| f.severity == Severity::Error)
-                        .count();
-                    (n, fb.text, fb.findings)
-                }
-            };
-            let key = job.key;
-            let state = if n_err == 0 {
-                UnitState::Passed
-            } else {
-                UnitState::Blocked
-            };
-            if attempts > 1 {
-                revised += 1;
-            }
-            if opts.mode == Mode::Single {
-                single_history.push(crate::engine::chat_template::Message::user(
-                    unit.protected.clone(),
-                ));
-                single_history.push(crate::engine::chat_template::Message::assistant(
-                    text.clone(),
-                ));
-            }
-            let entry = MemoryEntry {
-                unit_id: unit.id.clone(),
-                source_hash: unit.content_hash(),
-                translation: text.clone(),
-                state,
-                attempts,
-                errors: n_err,
-                findings: findings.clone(),
-            };
-            write_atomic(
-                &memory_path(&out, &key),
-                serde_json::to_string_pretty(&entry)?.as_bytes(),
-            )?;
-            translations[ci][ui] = Some(text.clone());
-            unit_findings.insert(unit.id.clone(), findings);
-            {
-                let r = &mut m.checkpoint.value.result;
-                let rec = r.quire.units.get_mut(&unit.id).expect("planned");
-                rec.state = state;
-                rec.memory_key = Some(key.clone());
-                rec.output_hash = Some(sha256_hex(text.as_bytes()));
-                rec.attempts = attempts;
-                rec.errors = n_err;
-                r.manager_context_final.call_log.push(format!(
-                    "{}: {:?} after {attempts} attempt(s)",
-                    unit.id, state
-                ));
-                r.manager_context_final
-                    .file_index
-                    .insert(format!("memory/{key}.json"), sha256_hex(text.as_bytes()));
-            }
-            m.set_state(unit, state)?;
-            m.save()?;
-            m.progress.inc(1);
-        }
-        flight = next_round;
-        if stopped.is_some() {
-            // Units still being revised go back to planned (as a crash would leave them).
-            for job in flight.drain(..) {
-                m.set_state(&plan.units[job.ci][job.ui], UnitState::Planned)?;
-            }
-            break;
-        }
-    }
-    m.progress.finish_and_clear();
+    // 1. Glossary, 2. translation (with checks, revision and the fallback cascade).
+    let terms = glossary_stage::run(&mut m, &mut backend)?;
+    let done = scheduler::run(&mut m, &mut backend, &terms)?;
+    let translations = &done.texts;
+    let (glossary_lines, all_terms, ctx) = (&terms.lines, &terms.all, &terms.ctx);
+    let mut stopped = done.stopped.clone();
+    let (reused, revised) = (done.reused, done.revised);
+    let (context_peak, orchestrated_peak) = (done.context_peak, done.orchestrated_peak);
 
     // 3. Chapters: finished units translated, the rest (if the run stopped) left in the source.
     let book_dir = out.join("book");
@@ -1090,7 +739,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
                 let p = review_prompt(
                     &opts.source_lang,
                     &opts.target_lang,
-                    &all_terms,
+                    all_terms,
                     unit.source.trim(),
                     t.trim(),
                 )?;
@@ -1183,7 +832,7 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         .into_iter()
         .collect();
     let report = Report::from_findings(qa_findings.clone(), plan.book.chapters.len());
-    let (adherent, occurrences) = house_adherence(&plan, &translations, &glossary_lines);
+    let (adherent, occurrences) = house_adherence(&plan, translations, glossary_lines);
     let adherence = if occurrences == 0 {
         100.0
     } else {

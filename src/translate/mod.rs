@@ -9,8 +9,10 @@
 
 pub mod checkpoint;
 pub mod glossary_agent;
+mod glossary_stage;
 pub mod manager;
 pub mod passage;
 pub mod sample_book;
+mod scheduler;
 
 pub use manager::{run, Mode, ProgressMode, TranslateOptions};

@@ -1,0 +1,402 @@
+//! The translate stage: every unit through the translation agent, with checks, one
+//! revision and the fallback cascade ([`super::passage`]).
+//!
+//! In orchestrated mode up to `--batch` units are in flight: each round sends one request
+//! per unit in flight (its first attempt or its revision) as one batch — throughput mode,
+//! whose replies are exactly those the requests get one at a time — then checks every
+//! reply. A unit leaves the flight when it passes or has used its revision (then the
+//! fallback finishes it) and is checkpointed at once. Units found in the translation memory
+//! are done without a call. Single mode's growing conversation takes one unit at a time.
+
+use super::checkpoint::UnitState;
+use super::glossary_stage::Terms;
+use super::manager::{inject_house_terms, unit_terms, Manager, MemoryEntry, Mode};
+use super::passage;
+use crate::checks::{Finding, Severity};
+use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
+use crate::engine::chat_template::Message;
+use crate::engine::generate::GenerationParams;
+use crate::engine::stable_prefix::SplitPoint;
+use crate::prompts::agents::translate_prompt;
+use crate::units::skeleton::Skeleton;
+use crate::units::{Unit, UnitKind};
+use crate::util::{sha256_hex, write_atomic};
+use anyhow::Result;
+use std::collections::VecDeque;
+
+/// Revisions (with the findings as instructions) after the first attempt, before the
+/// fallback cascade.
+pub const MAX_REVISIONS: usize = 1;
+
+/// What the stage produced.
+#[derive(Default)]
+pub struct Translated {
+    /// Restored translation of each unit (`None`: not translated, e.g. the run stopped).
+    pub texts: Vec<Vec<Option<String>>>,
+    /// Units reused from the translation memory.
+    pub reused: usize,
+    /// Units that needed more than one attempt.
+    pub revised: usize,
+    /// Largest prompt + completion seen (tokens).
+    pub context_peak: usize,
+    /// What the orchestrated mode's peak is (or would be, in single mode).
+    pub orchestrated_peak: usize,
+    /// Why the run stopped early (a budget or the deadline).
+    pub stopped: Option<String>,
+}
+
+/// A unit being translated: where it is in the plan, its translation-memory key, and its
+/// attempts so far (the findings to fix next and the best attempt).
+struct UnitJob {
+    ci: usize,
+    ui: usize,
+    key: String,
+    attempt: usize,
+    findings_text: Vec<String>,
+    best: Option<(usize, String, Vec<Finding>)>,
+}
+
+/// Token allowance for a unit's translation.
+pub fn max_new_tokens_for(unit: &Unit) -> usize {
+    passage::max_new_tokens(&unit.protected)
+}
+
+/// Run the stage over every translatable unit of the plan.
+pub fn run(m: &mut Manager, backend: &mut LocalBackend, terms: &Terms) -> Result<Translated> {
+    let mut s = Scheduler {
+        out: Translated {
+            texts: m.plan.units.iter().map(|u| vec![None; u.len()]).collect(),
+            ..Default::default()
+        },
+        history: Vec::new(),
+        queue: m
+            .plan
+            .units
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, units)| {
+                units
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, u)| u.kind == UnitKind::Translate)
+                    .map(move |(ui, _)| (ci, ui))
+            })
+            .collect(),
+        flight: Vec::new(),
+        params: GenerationParams::default(),
+    };
+    let batch = match m.opts.mode {
+        Mode::Orchestrated => m.opts.batch.max(1),
+        Mode::Single => 1,
+    };
+    loop {
+        s.fill_flight(m, terms, batch);
+        if s.flight.is_empty() || !s.reserve(m)? {
+            break;
+        }
+        let (reqs, own) = s.requests(m, terms)?;
+        let replies = if reqs.len() == 1 {
+            vec![backend.complete(&reqs[0])?]
+        } else {
+            backend.complete_batch(&reqs)?
+        };
+        let jobs: Vec<UnitJob> = s.flight.drain(..).collect();
+        for ((job, done), own) in jobs.into_iter().zip(replies).zip(own) {
+            s.take_reply(m, backend, terms, job, done, own)?;
+        }
+        if s.out.stopped.is_some() {
+            // Units still being revised go back to planned (as a crash would leave them).
+            for job in s.flight.drain(..) {
+                m.set_state(&m.plan.units[job.ci][job.ui], UnitState::Planned)?;
+            }
+            break;
+        }
+    }
+    m.progress.finish_and_clear();
+    Ok(s.out)
+}
+
+struct Scheduler {
+    out: Translated,
+    /// Single mode's conversation so far.
+    history: Vec<Message>,
+    queue: VecDeque<(usize, usize)>,
+    flight: Vec<UnitJob>,
+    params: GenerationParams,
+}
+
+impl Scheduler {
+    /// Fill the flight; units found in the translation memory are done at once.
+    fn fill_flight(&mut self, m: &mut Manager, terms: &Terms, batch: usize) {
+        while self.flight.len() < batch && self.out.stopped.is_none() {
+            let Some((ci, ui)) = self.queue.pop_front() else {
+                break;
+            };
+            let unit = &m.plan.units[ci][ui];
+            let key = sha256_hex(
+                format!(
+                    "{}|{}|{}|{}|{:?}|{}",
+                    unit.content_hash(),
+                    terms.hash,
+                    m.inputs_key(),
+                    m.opts.target_lang,
+                    m.opts.mode,
+                    unit.id
+                )
+                .as_bytes(),
+            );
+            if let Some(e) = m.read_memory(&key, unit) {
+                self.out.texts[ci][ui] = Some(e.translation.clone());
+                m.reuse_unit(unit, &key, &e);
+                self.out.reused += 1;
+                m.progress.inc(1);
+                continue;
+            }
+            self.flight.push(UnitJob {
+                ci,
+                ui,
+                key,
+                attempt: 0,
+                findings_text: Vec::new(),
+                best: None,
+            });
+        }
+    }
+
+    /// Budgets: each request of the round reserves its whole token allowance; the requests
+    /// that do not fit go back to planned and the run stops after this round. `false`
+    /// when nothing is left to send.
+    fn reserve(&mut self, m: &mut Manager) -> Result<bool> {
+        let mut reserved = 0;
+        let mut fit = 0;
+        for job in &self.flight {
+            reserved += max_new_tokens_for(&m.plan.units[job.ci][job.ui]);
+            if let Some(reason) = m.over_budget(reserved) {
+                self.out.stopped = Some(reason);
+                break;
+            }
+            fit += 1;
+        }
+        for job in self.flight.drain(fit..) {
+            m.set_state(&m.plan.units[job.ci][job.ui], UnitState::Planned)?;
+        }
+        Ok(!self.flight.is_empty())
+    }
+
+    /// This round's requests; in single mode also each unit's own prompt (to report what
+    /// the orchestrated mode's context would have been).
+    #[allow(clippy::type_complexity)]
+    fn requests(
+        &mut self,
+        m: &mut Manager,
+        terms: &Terms,
+    ) -> Result<(Vec<ChatRequest>, Vec<Option<Vec<Message>>>)> {
+        let mut reqs = Vec::with_capacity(self.flight.len());
+        let mut own_prompts = Vec::with_capacity(self.flight.len());
+        for job in &self.flight {
+            let unit = &m.plan.units[job.ci][job.ui];
+            let state = if job.attempt == 0 {
+                UnitState::Running
+            } else {
+                UnitState::Revising
+            };
+            m.set_state(unit, state)?;
+            let req = unit_request(
+                m,
+                terms,
+                unit,
+                &Skeleton::of(unit).model_text(),
+                &job.findings_text,
+                &self.params,
+                None,
+            )?;
+            let (messages, split, own) = match m.opts.mode {
+                Mode::Orchestrated => (req.messages, req.split, None),
+                Mode::Single => {
+                    // One growing conversation: system once, then every unit and reply.
+                    if self.history.is_empty() {
+                        self.history.push(req.messages[0].clone());
+                    }
+                    let mut msgs = self.history.clone();
+                    msgs.push(req.messages[1].clone());
+                    let split = SplitPoint {
+                        message: msgs.len() - 1,
+                        offset: 0,
+                    };
+                    (msgs, split, Some(req.messages))
+                }
+            };
+            reqs.push(ChatRequest {
+                messages,
+                split,
+                params: req.params,
+            });
+            own_prompts.push(own);
+        }
+        m.progress.set_message(
+            self.flight
+                .iter()
+                .map(|j| {
+                    format!(
+                        "{} (attempt {})",
+                        m.plan.units[j.ci][j.ui].id,
+                        j.attempt + 1
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        Ok((reqs, own_prompts))
+    }
+
+    /// Check one reply: back into the flight for its revision, or finished.
+    fn take_reply(
+        &mut self,
+        m: &mut Manager,
+        backend: &mut LocalBackend,
+        terms: &Terms,
+        mut job: UnitJob,
+        done: Completion,
+        own: Option<Vec<Message>>,
+    ) -> Result<()> {
+        let unit = &m.plan.units[job.ci][job.ui];
+        let attempt = job.attempt;
+        self.out.context_peak = self
+            .out
+            .context_peak
+            .max(done.prompt_tokens + done.completion_tokens);
+        let orchestrated_prompt = match &own {
+            None => done.prompt_tokens,
+            Some(messages) => backend.prompt_tokens(messages)?,
+        };
+        self.out.orchestrated_peak = self
+            .out
+            .orchestrated_peak
+            .max(orchestrated_prompt + done.completion_tokens);
+        m.set_state(unit, UnitState::Reviewing)?;
+        let skeleton = Skeleton::of(unit);
+        let (text, findings) = match passage::accept_unit(unit, &skeleton, &done.text, &terms.ctx) {
+            Ok((text, findings)) => (Some(text), findings),
+            Err(findings) => (None, findings),
+        };
+        let errors: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .collect();
+        let n_err = errors.len();
+        let outcome = match (n_err, attempt < MAX_REVISIONS) {
+            (0, _) => "ok",
+            (_, true) => "revise",
+            _ => "fallback",
+        };
+        let agent = if attempt == 0 { "translate" } else { "revise" };
+        m.record_call(agent, &unit.id, &done, outcome);
+        job.findings_text = errors
+            .iter()
+            .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
+            .collect();
+        if let Some(text) = text {
+            if job.best.as_ref().is_none_or(|b| n_err < b.0) {
+                job.best = Some((n_err, text, findings));
+            }
+        }
+        if n_err > 0 && attempt < MAX_REVISIONS {
+            job.attempt += 1;
+            self.flight.push(job);
+            return Ok(());
+        }
+        self.finish(m, backend, terms, job, &skeleton)
+    }
+
+    /// Record a finished unit and checkpoint. A unit that still fails goes through the
+    /// fallback cascade (segments, sentences, source sentence) first.
+    fn finish(
+        &mut self,
+        m: &mut Manager,
+        backend: &mut LocalBackend,
+        terms: &Terms,
+        mut job: UnitJob,
+        skeleton: &Skeleton,
+    ) -> Result<()> {
+        let unit = &m.plan.units[job.ci][job.ui];
+        let mut attempts = job.attempt + 1;
+        let (n_err, text, findings) = match job.best.take() {
+            Some(best) if best.0 == 0 => best,
+            _ => {
+                let params = self.params.clone();
+                let request = |text: &str, max: usize| {
+                    unit_request(m, terms, unit, text, &[], &params, Some(max))
+                };
+                let fb = passage::fallback(backend, unit, skeleton, &request, &terms.ctx)?;
+                for (note, c, outcome) in &fb.calls {
+                    m.record_call("fallback", note, c, outcome);
+                }
+                attempts += 1;
+                let n = fb
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Error)
+                    .count();
+                (n, fb.text, fb.findings)
+            }
+        };
+        let state = if n_err == 0 {
+            UnitState::Passed
+        } else {
+            UnitState::Blocked
+        };
+        if attempts > 1 {
+            self.out.revised += 1;
+        }
+        if m.opts.mode == Mode::Single {
+            self.history.push(Message::user(unit.protected.clone()));
+            self.history.push(Message::assistant(text.clone()));
+        }
+        let entry = MemoryEntry {
+            unit_id: unit.id.clone(),
+            source_hash: unit.content_hash(),
+            translation: text.clone(),
+            state,
+            attempts,
+            errors: n_err,
+            findings,
+        };
+        write_atomic(
+            &m.memory_path(&job.key),
+            serde_json::to_string_pretty(&entry)?.as_bytes(),
+        )?;
+        self.out.texts[job.ci][job.ui] = Some(text);
+        m.finish_unit(unit, &job.key, &entry)?;
+        Ok(())
+    }
+}
+
+/// The translation request for `passage` (a unit's model text, or a piece of it in the
+/// fallback): the agent's prompt with the unit's terms and the passage's constraint.
+fn unit_request(
+    m: &Manager,
+    terms: &Terms,
+    unit: &Unit,
+    passage: &str,
+    findings: &[String],
+    params: &GenerationParams,
+    max_new_tokens: Option<usize>,
+) -> Result<ChatRequest> {
+    let opts = m.opts;
+    let passage = inject_house_terms(passage, &terms.lines);
+    let p = translate_prompt(
+        &m.plan.guide,
+        &opts.source_lang,
+        &opts.target_lang,
+        &terms.all,
+        &unit_terms(unit, &terms.lines),
+        findings,
+        &passage,
+    )?;
+    let max = max_new_tokens.unwrap_or_else(|| max_new_tokens_for(unit));
+    Ok(ChatRequest {
+        messages: p.messages,
+        split: p.split,
+        params: passage::constrained(params, &passage, &opts.target_lang, max),
+    })
+}
