@@ -3,7 +3,7 @@
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::glossary_agent::GlossaryLine;
 use super::glossary_stage;
-use super::scheduler::{self, max_new_tokens_for, MAX_REVISIONS};
+use super::scheduler::{self, max_new_tokens_for};
 use crate::book::{load_book, Book};
 use crate::checks::glossary::{contains_term, Glossary};
 use crate::checks::{check_units, Finding, Report, Severity};
@@ -85,6 +85,8 @@ pub struct TranslateOptions {
     pub prefix_cache_dir: Option<PathBuf>,
     /// Units translated together in orchestrated mode (throughput mode; 1 = one at a time).
     pub batch: usize,
+    /// Whole-unit revisions (with the findings as instructions) before the fallback cascade.
+    pub revisions: usize,
 }
 
 /// Assumed speeds for the dry-run estimate (tokens/s on a 2-core CPU, 1.5B model).
@@ -298,6 +300,16 @@ impl Manager<'_> {
         Ok(())
     }
 
+    /// Add a line to the manager's call log (in the checkpoint).
+    pub(super) fn log(&mut self, line: String) {
+        self.checkpoint
+            .value
+            .result
+            .manager_context_final
+            .call_log
+            .push(line);
+    }
+
     /// Hash of the inputs that make a translation-memory entry (guide, model, template,
     /// generation parameters).
     pub(super) fn inputs_key(&self) -> String {
@@ -508,7 +520,10 @@ fn print_plan(plan: &Plan, opts: &TranslateOptions) {
         opts.review_every.max(1),
         2 * total_in / n.max(1) + 200
     );
-    println!("  revise   : at most {MAX_REVISIONS} per unit that fails hard checks");
+    println!(
+        "  revise   : at most {} per unit that fails hard checks, then the fallback (segments, sentences)",
+        opts.revisions
+    );
     let secs = (guide_tokens as f64 + total_in as f64) / EST_PREFILL_TPS
         + (total_in as f64 * 2.0) / EST_DECODE_TPS;
     println!("Estimated time: ~{:.0} min (assumes {EST_PREFILL_TPS:.0} tok/s prefill, {EST_DECODE_TPS:.0} tok/s decode; measure with `quire bench engine`)", secs / 60.0);

@@ -24,10 +24,6 @@ use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
 use std::collections::VecDeque;
 
-/// Revisions (with the findings as instructions) after the first attempt, before the
-/// fallback cascade.
-pub const MAX_REVISIONS: usize = 1;
-
 /// What the stage produced.
 #[derive(Default)]
 pub struct Translated {
@@ -284,13 +280,21 @@ impl Scheduler {
             .filter(|f| f.severity == Severity::Error)
             .collect();
         let n_err = errors.len();
-        let outcome = match (n_err, attempt < MAX_REVISIONS) {
+        let outcome = match (n_err, attempt < m.opts.revisions) {
             (0, _) => "ok",
             (_, true) => "revise",
             _ => "fallback",
         };
         let agent = if attempt == 0 { "translate" } else { "revise" };
         m.record_call(agent, &unit.id, &done, outcome);
+        if let Some(f) = errors.first() {
+            // The call log says why a unit needed more: its first error.
+            let evidence: String = f.evidence.chars().take(120).collect();
+            m.log(format!(
+                "{}: {outcome} after [{}] {evidence}",
+                unit.id, f.category
+            ));
+        }
         job.findings_text = errors
             .iter()
             .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
@@ -300,7 +304,7 @@ impl Scheduler {
                 job.best = Some((n_err, text, findings));
             }
         }
-        if n_err > 0 && attempt < MAX_REVISIONS {
+        if n_err > 0 && attempt < m.opts.revisions {
             job.attempt += 1;
             self.flight.push(job);
             return Ok(());
