@@ -335,7 +335,13 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
     // word → (capitalised mid-sentence, all uses, followed by a number, context)
     let mut stats: BTreeMap<String, (usize, usize, usize, String)> = BTreeMap::new();
     for unit in units.iter().filter(|u| u.kind == UnitKind::Translate) {
-        for sentence in sentences(&prose_of(unit)) {
+        // Headings are left out: title case capitalises every word.
+        let text: String = prose_of(unit)
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for sentence in sentences(&text) {
             let words: Vec<&str> = sentence
                 .split(|c: char| !(c.is_alphanumeric() || c == '-'))
                 .filter(|w| !w.is_empty())
@@ -468,7 +474,7 @@ mod tests {
     fn capitalised_terms_and_acronyms_are_kept() {
         let ch = crate::book::Chapter {
             rel_path: "c.md".into(),
-            text: "An Agent calls the LLM twice. Each Agent keeps a Prompt in memory. \
+            text: "## Senior Engineer Notes\n\nAn Agent calls the LLM twice. Each Agent keeps a Prompt in memory. \
                    The Prompt and the Agent see Figure 2 and Figure 3 here. \
                    Every agent has a Prompt and an Agent loop. Tools help the Agent."
                 .into(),

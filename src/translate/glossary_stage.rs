@@ -14,7 +14,10 @@ use serde_json::json;
 
 /// The glossary as every later stage needs it.
 pub struct Terms {
-    /// The lines of `glossary.json` (house terms first).
+    /// The lines the translating model sees: house terms, kept terms, and suggested
+    /// translations a person has reviewed (`needs_review: false`). A model's context-free
+    /// guess is not shown to the translating model before that (on dev-eval chapter 3,
+    /// `memory system → 内存系统` would have pushed RAM into a chapter about agent memory).
     pub lines: Vec<GlossaryLine>,
     /// The same as prompt lines.
     pub all: Vec<TermLine>,
@@ -43,11 +46,16 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
         "inferred_terms": lines.iter().filter(|l| !l.house).count(),
     });
     m.save()?;
+    let hash = sha256_hex(serde_json::to_string(&lines)?.as_bytes());
+    let shown: Vec<GlossaryLine> = lines
+        .into_iter()
+        .filter(|l| l.house || !l.needs_review || l.en == l.zh)
+        .collect();
     Ok(Terms {
-        hash: sha256_hex(serde_json::to_string(&lines)?.as_bytes()),
-        all: term_lines(&lines),
+        hash,
+        all: term_lines(&shown),
         ctx: CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary),
-        lines,
+        lines: shown,
     })
 }
 

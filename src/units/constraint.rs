@@ -1,8 +1,8 @@
 //! The decode-time constraint for one passage: what the model may write when it translates
 //! a [`super::skeleton::Skeleton`]'s segments.
 //!
-//! * **Lines**: one line per segment — never an empty line, never more lines (a reply that
-//!   ends early is caught by the checks and goes to the fallback cascade).
+//! * **Lines**: exactly one line per segment — never an empty line, never more lines, and
+//!   the end only after the last one.
 //! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
 //!   and, on the last line, the end only when every one is there. Only the canonical `{{n}}` form can be
 //!   written (full-width braces are refused).
@@ -221,15 +221,14 @@ impl TextConstraint for PassageConstraint {
         self.valid_prefix(&all)
     }
 
-    /// The end needs every placeholder once the last line is reached. A model that ends
-    /// early (it merged or dropped a line) may stop — forcing it on would only make it
-    /// repeat itself — and the short reply goes to the fallback cascade.
+    /// The end needs every line, and every placeholder of the last one.
     fn allows_end(&self, text: &[u8]) -> bool {
         let trimmed = trim_end(text);
         let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
-            && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
+            && lines == self.lines
+            && self.lines_placeholders_ok(trimmed, true)
     }
 }
 
@@ -306,10 +305,7 @@ mod tests {
         assert!(!ok(&c, "第一。\n\n"), "empty line");
         assert!(!ok(&c, "\n"), "leading newline");
         assert!(!ok(&c, "第一。\n第二。\n第三"), "extra line");
-        assert!(
-            c.allows_end("第一。".as_bytes()),
-            "a short reply may end (it goes to the fallback)"
-        );
+        assert!(!c.allows_end("第一。".as_bytes()), "a line missing");
         let p = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
         assert!(
             !p.allows_end("第一 {{1}}。\n第二。".as_bytes()),
