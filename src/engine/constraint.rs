@@ -3,16 +3,16 @@
 //!
 //! A [`TextConstraint`] sees bytes: the bytes generated so far and the bytes one candidate
 //! token would add. The sampler asks it lazily — the most likely token first, then the
-//! next — so a mask over the whole vocabulary is only built when the first
-//! [`LAZY_TRIES`] candidates are all refused. For greedy decoding this picks exactly the
-//! token a full mask would; for sampling, the candidates of top-k/top-p are filtered before
+//! next — so most steps ask about one token, not the whole vocabulary. For greedy
+//! decoding this picks exactly the token a full mask would (after [`LAZY_TRIES`] refusals
+//! the remaining tokens are sorted and asked in order); for sampling, the candidates of top-k/top-p are filtered before
 //! the draw, which is the masked distribution. The constraint only changes which token is
 //! chosen, never the forward pass, so prefix reuse and batching stay exact.
 
 use std::fmt;
 use std::sync::Arc;
 
-/// Candidates checked one by one before the whole vocabulary is masked at once.
+/// Candidates checked one by one before the rest of the vocabulary is sorted.
 pub const LAZY_TRIES: usize = 64;
 
 /// What a sequence may generate.

@@ -146,7 +146,7 @@ impl Sampler {
 }
 
 /// Greedy choice under a mask: the largest logit `allowed` accepts. The best candidates are
-/// asked one at a time ([`LAZY_TRIES`]); after that the whole vocabulary is masked at once.
+/// asked one at a time ([`LAZY_TRIES`]); after that the rest are sorted and asked in order.
 /// Identical to masking everything first and taking the argmax.
 fn greedy_masked(logits: &mut [f32], allowed: &mut dyn FnMut(u32) -> bool) -> Option<u32> {
     for _ in 0..LAZY_TRIES {
@@ -159,13 +159,17 @@ fn greedy_masked(logits: &mut [f32], allowed: &mut dyn FnMut(u32) -> bool) -> Op
         }
         logits[t as usize] = f32::NEG_INFINITY;
     }
-    for (i, l) in logits.iter_mut().enumerate() {
-        if *l != f32::NEG_INFINITY && !allowed(i as u32) {
-            *l = f32::NEG_INFINITY;
-        }
-    }
-    let t = argmax(logits);
-    (logits[t as usize] != f32::NEG_INFINITY).then_some(t)
+    // The rest in order, best first (ties: lower id first, as `argmax`): the first one
+    // allowed is the argmax of the masked logits, found without asking about every token.
+    let mut order: Vec<u32> = (0..logits.len() as u32)
+        .filter(|&i| logits[i as usize] != f32::NEG_INFINITY)
+        .collect();
+    order.sort_unstable_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    order.into_iter().find(|&t| allowed(t))
 }
 
 /// Index of the largest value (first one on ties).
