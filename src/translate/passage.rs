@@ -155,12 +155,14 @@ pub struct Fallback {
 }
 
 /// The fallback cascade for a unit whose whole-unit attempts failed: segments, then
-/// sentences, then the source sentence. `request` builds a call for one passage.
+/// sentences, then the source sentence as `keep_source` prepares it (house terms written
+/// in, as for the model). `request` builds a call for one passage.
 pub fn fallback(
     backend: &mut dyn ChatBackend,
     unit: &Unit,
     skeleton: &Skeleton,
     request: &RequestFor,
+    keep_source: &dyn Fn(&str) -> String,
     ctx: &CheckContext,
 ) -> Result<Fallback> {
     let mut calls = Vec::new();
@@ -187,7 +189,8 @@ pub fn fallback(
             match &second[k] {
                 Some(t) => parts.push(t.clone()),
                 None => {
-                    let own = restore_segment(unit, s, &s.text).unwrap_or_else(|_| s.text.clone());
+                    let kept = keep_source(&s.text);
+                    let own = restore_segment(unit, s, &kept).unwrap_or(kept);
                     notes.push(finding(
                         unit,
                         Category::Untranslated,

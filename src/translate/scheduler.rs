@@ -331,7 +331,8 @@ impl Scheduler {
                 let request = |text: &str, max: usize| {
                     unit_request(m, terms, unit, text, &[], &params, Some(max))
                 };
-                let fb = passage::fallback(backend, unit, skeleton, &request, &terms.ctx)?;
+                let keep = |text: &str| inject_house_terms(text, &terms.lines);
+                let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;
                 for (note, c, outcome) in &fb.calls {
                     m.record_call("fallback", note, c, outcome);
                 }
