@@ -88,15 +88,6 @@ fn byte_decoder() -> std::collections::HashMap<char, u8> {
     map
 }
 
-/// Choose a token from `order` (candidate ids, most preferred first): the first one
-/// `accepts` takes. Returns `None` when every candidate is refused.
-pub fn first_allowed(
-    order: impl IntoIterator<Item = u32>,
-    accepts: &mut dyn FnMut(u32) -> bool,
-) -> Option<u32> {
-    order.into_iter().find(|&t| accepts(t))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use crate::engine::constraint::Constraint;
 use crate::engine::generate::GenerationParams;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
-use crate::units::{Unit, PLACEHOLDER_RE};
+use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
 use anyhow::Result;
 
 /// Builds the translation request for a passage (the model's text) and its token allowance.
@@ -64,8 +64,6 @@ pub fn max_new_tokens(text: &str) -> usize {
     let est = crate::units::EstimateTokens.count_tokens(text);
     (est * 3 + 48).clamp(64, 1536)
 }
-
-use crate::units::TokenCount as _;
 
 /// A model's reply for a whole unit, put back into the unit's structure and checked.
 /// `Ok` holds the restored text and its findings; `Err` the findings of a reply that
