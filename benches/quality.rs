@@ -42,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         cut_bytes: env_usize("QUIRE_BENCH_CUT_BYTES"),
         threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
         skip_naive: std::env::var("QUIRE_BENCH_SKIP_NAIVE").is_ok_and(|v| v == "1"),
+        house_terms: Default::default(),
         target_lang: "zh-CN".to_string(),
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {

@@ -17,7 +17,7 @@ const CHAPTER: &str = "> Reuse the prompt prefix whenever possible.\n\n\
 - Keep the Agent loop short.\n";
 
 fn prompt(e: &quire::engine::Engine, passage: &str) -> Vec<u32> {
-    let p = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &[], &[], &[], passage).unwrap();
+    let p = translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &[], &[], &[], passage, None).unwrap();
     e.encode(&e.template.render(&p.messages, true).unwrap())
         .unwrap()
 }

@@ -76,6 +76,8 @@ pub struct QualityBenchOptions {
     pub threads: usize,
     /// Do not run the naive loop.
     pub skip_naive: bool,
+    /// How Quire gives house terms to the model.
+    pub house_terms: crate::translate::HouseTerms,
     /// Target language code (the source is English).
     pub target_lang: String,
 }
@@ -1025,6 +1027,7 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         args.to = opts.target_lang.clone();
         args.model = Some(opts.model.display().to_string());
         args.quiet = true;
+        args.house_terms = opts.house_terms;
         let topts = args.to_options()?;
         eprintln!(
             "quality: [{}/{}] {}: Quire translating ({} bytes)",

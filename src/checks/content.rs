@@ -432,15 +432,6 @@ fn around<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     Some(&text[start..end])
 }
 
-fn default_ratio(src: Script, tgt: Script) -> f64 {
-    let dense = |s: Script| matches!(s, Script::Han | Script::Kana | Script::Hangul);
-    match (dense(src), dense(tgt)) {
-        (false, true) => 0.33,
-        (true, false) => 3.0,
-        _ => 1.1,
-    }
-}
-
 fn length_ratio(
     segments: &[Segment],
     ctx: &CheckContext,
@@ -485,7 +476,7 @@ fn length_ratio(
     } else if same_lang {
         1.0
     } else {
-        default_ratio(src_script, tgt_script)
+        lang::typical_length_ratio(src_script, tgt_script)
     };
     for (i, r) in ratios {
         let seg = &segments[i];

@@ -308,6 +308,18 @@ pub fn repeated_sentences(text: &str, min_chars: usize) -> Vec<(String, usize)> 
         .collect()
 }
 
+/// The typical ratio of a translation's visible length to its source's, from the
+/// scripts alone: a dense script (Han, Kana, Hangul) takes about a third of the
+/// characters of a Latin-script text, and the other way round.
+pub fn typical_length_ratio(src: Script, tgt: Script) -> f64 {
+    let dense = |s: Script| matches!(s, Script::Han | Script::Kana | Script::Hangul);
+    match (dense(src), dense(tgt)) {
+        (false, true) => 0.33,
+        (true, false) => 3.0,
+        _ => 1.1,
+    }
+}
+
 /// Visible length used for ratios: characters that are not whitespace.
 pub fn visible_len(text: &str) -> usize {
     text.chars().filter(|c| !c.is_whitespace()).count()

@@ -69,6 +69,9 @@ pub struct QualityArgs {
     /// Run Quire only (no naive llama.cpp loop).
     #[arg(long)]
     pub skip_naive: bool,
+    /// How Quire gives house terms to the model (as `quire translate --house-terms`).
+    #[arg(long, value_enum, default_value = "inject")]
+    pub house_terms: crate::translate::HouseTerms,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -211,6 +214,7 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         cut_bytes: a.cut_bytes,
         threads,
         skip_naive: a.skip_naive,
+        house_terms: a.house_terms,
         target_lang: "zh-CN".to_string(),
     })?;
     emit(

@@ -60,6 +60,10 @@ pub struct TranslateArgs {
     /// chapter 8 a revision fixed 1 of 13 failing units.
     #[arg(long, default_value_t = 0)]
     pub revisions: usize,
+    /// How house terms reach the model: written into the passage (inject) or listed in the
+    /// prompt and checked (prompt).
+    #[arg(long, value_enum, default_value = "inject")]
+    pub house_terms: crate::translate::HouseTerms,
     /// No progress bar; only the final summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -147,6 +151,7 @@ impl TranslateArgs {
             },
             batch: args.batch,
             revisions: args.revisions,
+            house_terms: args.house_terms,
         })
     }
 }

@@ -113,7 +113,10 @@ fn views(terms: &[TermLine]) -> Vec<TermView<'_>> {
 }
 
 /// The translation agent's prompt for one passage (one line per segment). `findings` are
-/// the problems of a previous attempt (revision).
+/// the problems of a previous attempt (revision). `example`, a passage of the same chapter
+/// and its accepted translation, goes before the passage as an earlier turn of the
+/// conversation — part of the stable prefix, so it is computed once per chapter.
+#[allow(clippy::too_many_arguments)]
 pub fn translate_prompt(
     guide: &str,
     source_lang: &str,
@@ -122,6 +125,7 @@ pub fn translate_prompt(
     unit_terms: &[TermLine],
     findings: &[String],
     passage: &str,
+    example: Option<(&str, &str)>,
 ) -> Result<AgentPrompt> {
     let system = render(
         "translate_system",
@@ -138,7 +142,23 @@ pub fn translate_prompt(
             lines => passage.split('\n').count(),
         },
     )?;
-    with_split(system, user)
+    let mut prompt = with_split(system, user)?;
+    if let Some((passage, reply)) = example {
+        let asked = render(
+            "translate_user",
+            minijinja::context! {
+                target_name => language_name(target_lang), split => "",
+                terms => Vec::<TermView>::new(), findings => Vec::<String>::new(), passage,
+                lines => passage.split('\n').count(),
+            },
+        )?;
+        prompt.messages.splice(
+            1..1,
+            [Message::user(asked), Message::assistant(reply.to_string())],
+        );
+        prompt.split.message += 2;
+    }
+    Ok(prompt)
 }
 
 /// The glossary agent's prompt for one candidate term.
@@ -200,6 +220,7 @@ mod tests {
             &[],
             &[],
             "First {{1}} passage.",
+            None,
         )
         .unwrap();
         let b = translate_prompt(
@@ -210,6 +231,7 @@ mod tests {
             &g,
             &["missing {{2}}".into()],
             "Second.",
+            None,
         )
         .unwrap();
         assert_eq!(a.messages[0], b.messages[0]);
@@ -225,6 +247,31 @@ mod tests {
         assert!(b.messages[1]
             .content
             .contains("Terms in this passage: token → 词元."));
+        assert!(!a.messages[1].content.contains('\u{E001}'));
+    }
+
+    #[test]
+    fn a_worked_example_is_an_earlier_turn_inside_the_stable_prefix() {
+        let ex = Some((
+            "The cache is on disk.\nIt is fast.",
+            "缓存在磁盘上。\n它很快。",
+        ));
+        let p = |passage: &str| {
+            translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &[], &[], &[], passage, ex).unwrap()
+        };
+        let (a, b) = (p("First."), p("Second passage."));
+        assert_eq!(a.messages.len(), 4);
+        assert_eq!(a.messages[2].role, "assistant");
+        assert_eq!(a.messages[2].content, "缓存在磁盘上。\n它很快。");
+        assert!(a.messages[1].content.contains("(2 lines:"));
+        assert!(a.messages[1]
+            .content
+            .ends_with("The cache is on disk.\nIt is fast.\n"));
+        assert_eq!(a.split.message, 3);
+        assert_eq!(a.messages[..3], b.messages[..3]);
+        let head = |p: &AgentPrompt| p.messages[3].content[..p.split.offset].to_string();
+        assert_eq!(head(&a), head(&b));
+        assert!(a.messages[3].content.ends_with("First.\n"));
         assert!(!a.messages[1].content.contains('\u{E001}'));
     }
 }

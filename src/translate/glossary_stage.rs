@@ -12,6 +12,19 @@ use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
 use serde_json::json;
 
+/// How house terms reach the translating model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HouseTerms {
+    /// Written into the passage in place of the source term (`the 词元 count`): the model
+    /// copies them; the prompt lists them too.
+    #[default]
+    Inject,
+    /// Listed in the prompt as required translations and checked; a unit that misses one
+    /// goes to the fallback.
+    Prompt,
+}
+
 /// The glossary as every later stage needs it.
 pub struct Terms {
     /// The lines the translating model sees: house terms, kept terms, and suggested
@@ -23,8 +36,20 @@ pub struct Terms {
     pub all: Vec<TermLine>,
     /// Hash of the lines (part of every translation-memory key).
     pub hash: String,
-    /// The checks' context, with the glossary.
+    /// The checks' context, with the glossary of `lines`.
     pub ctx: CheckContext,
+    /// How house terms reach the model.
+    pub house: HouseTerms,
+}
+
+impl Terms {
+    /// A passage as the translating model gets it: with house terms written in, or as it is.
+    pub fn passage(&self, text: &str) -> String {
+        match self.house {
+            HouseTerms::Inject => super::manager::inject_house_terms(text, &self.lines),
+            HouseTerms::Prompt => text.to_string(),
+        }
+    }
 }
 
 /// Run the stage and record it in the checkpoint.
@@ -39,7 +64,6 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
         }
     };
     let opts = m.opts;
-    let glossary = glossary_agent::to_glossary(&lines);
     m.checkpoint.value.result.glossary = json!({
         "path": path.display().to_string(),
         "house_terms": lines.iter().filter(|l| l.house).count(),
@@ -51,11 +75,15 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
         .into_iter()
         .filter(|l| l.house || !l.needs_review || l.en == l.zh)
         .collect();
+    // The checks hold the translation to the same lines: a suggestion nobody has reviewed
+    // is neither shown nor checked (it would flag every unit that reads `memory` as 记忆).
+    let glossary = glossary_agent::to_glossary(&shown);
     Ok(Terms {
         hash,
         all: term_lines(&shown),
         ctx: CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary),
         lines: shown,
+        house: opts.house_terms,
     })
 }
 

@@ -87,13 +87,14 @@ pub struct TranslateOptions {
     pub batch: usize,
     /// Whole-unit revisions (with the findings as instructions) before the fallback cascade.
     pub revisions: usize,
+    /// How house terms reach the model.
+    pub house_terms: super::glossary_stage::HouseTerms,
 }
 
 /// Assumed speeds for the dry-run estimate (tokens/s on a 2-core CPU, 1.5B model).
 const EST_PREFILL_TPS: f64 = 150.0;
 const EST_DECODE_TPS: f64 = 35.0;
 
-/// A unit's finished translation, stored in the translation memory.
 /// A unit's finished translation, stored in the translation memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct MemoryEntry {
@@ -104,6 +105,19 @@ pub(super) struct MemoryEntry {
     pub(super) attempts: usize,
     pub(super) errors: usize,
     pub(super) findings: Vec<Finding>,
+    /// The passage the model was given and its accepted reply, line for line, when the
+    /// whole unit passed in one reply (a chapter's opening is its worked example).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) exchange: Option<Exchange>,
+}
+
+/// A passage as the translation agent saw it and the reply it accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// The passage (the unit's model text, house terms written in).
+    pub passage: String,
+    /// The accepted reply, one line per line of the passage, as typeset.
+    pub reply: String,
 }
 
 /// What `translate` works on: the book, its units, the house glossary and the guide.

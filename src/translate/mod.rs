@@ -13,6 +13,7 @@ mod glossary_stage;
 pub mod manager;
 pub mod passage;
 pub mod sample_book;
+pub use glossary_stage::HouseTerms;
 mod scheduler;
 
 pub use manager::{run, Mode, ProgressMode, TranslateOptions};

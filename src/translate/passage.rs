@@ -89,6 +89,28 @@ pub fn accept_unit(
             "translate every line of the passage as one line",
         )]);
     }
+    let off: Vec<Finding> = skeleton
+        .segments
+        .iter()
+        .zip(&lines)
+        .enumerate()
+        .filter_map(|(i, (seg, line))| {
+            let r = out_of_step(&seg.text, line, ctx)?;
+            Some(finding(
+                unit,
+                Category::LengthRatio,
+                Severity::Error,
+                format!(
+                    "line {} of the reply is {r:.2}× its source line's length: the lines are out of step",
+                    i + 1
+                ),
+                "translate each line of the passage as its own line",
+            ))
+        })
+        .collect();
+    if !off.is_empty() {
+        return Err(off);
+    }
     let mut restored = Vec::with_capacity(lines.len());
     let mut bad = Vec::new();
     for (seg, line) in skeleton.segments.iter().zip(&lines) {
@@ -109,6 +131,25 @@ pub fn accept_unit(
     let text = skeleton.assemble(unit, &restored);
     let findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
     Ok((text, findings))
+}
+
+/// The length ratio of `translated` to `source` when it is far from what the two
+/// languages make typical (under a third or over three times it), for a source line long
+/// enough to tell: the sign of a reply whose lines are out of step with the passage's (a
+/// line skipped, the next one's translation in its place) or that ran on. `None` when
+/// the line is in step.
+pub fn out_of_step(source: &str, translated: &str, ctx: &CheckContext) -> Option<f64> {
+    use crate::checks::lang::{expected_script, typical_length_ratio, visible_len};
+    let sl = visible_len(source);
+    if sl < 40 {
+        return None;
+    }
+    let typical = typical_length_ratio(
+        expected_script(&ctx.source_lang),
+        expected_script(&ctx.target_lang),
+    );
+    let r = visible_len(translated) as f64 / sl as f64;
+    (r < typical / 3.0 || r > typical * 3.0).then_some(r)
 }
 
 /// Put a segment's placeholders back into its translation: each of the segment's
@@ -236,6 +277,7 @@ fn translate_pieces(
     for ((seg, reply), i) in segs.iter().zip(replies).zip(1..) {
         let ok = restore_segment(unit, seg, reply.text.trim())
             .ok()
+            .filter(|_| out_of_step(&seg.text, reply.text.trim(), ctx).is_none())
             .filter(|t| {
                 let src = restore_segment(unit, seg, &seg.text).unwrap_or_default();
                 !check_unit(&unit.id, &src, t, ctx)
@@ -338,5 +380,40 @@ mod tests {
             join_sentences(&["第一。".into(), "第二。".into()]),
             "第一。第二。"
         );
+    }
+
+    fn unit(md: &str) -> Unit {
+        let ch = crate::book::Chapter {
+            rel_path: "c.md".into(),
+            text: md.to_string(),
+        };
+        crate::units::segment_chapter(&ch, 10_000, &crate::units::EstimateTokens)
+            .unwrap()
+            .into_iter()
+            .find(|u| u.kind == crate::units::UnitKind::Translate)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_reply_out_of_step_with_the_passage_is_refused() {
+        let ctx = CheckContext::new("en", "zh-CN");
+        let md = "At its core, a user memory system is an active, continuous learning process aimed at building a concise, effective predictive model of the user. It uses additional compute to extract and compress the key information scattered through long conversation histories.\n\nLet's understand this process with a concrete example. Suppose a user and an Agent talk:\n";
+        let u = unit(md);
+        let sk = Skeleton::of(&u);
+        assert_eq!(sk.segments.len(), 2);
+        // The first line skipped, the second's translation in its place, a line invented.
+        let skipped =
+            "用户和 Agent 的对话如下：\n用户：你好，我叫 Bo，你是谁？Agent：我是一个大型语言模型。";
+        let err = accept_unit(&u, &sk, skipped, &ctx).unwrap_err();
+        assert!(err[0].evidence.contains("line 1"), "{err:?}");
+        assert_eq!(err[0].category, Category::LengthRatio);
+        let good = "用户记忆系统的本质是一个主动的、持续的学习过程，其目标是构建一个关于用户的简洁模型。\n用一个具体的例子来理解这个过程。假设用户和 Agent 有以下对话：";
+        assert!(accept_unit(&u, &sk, good, &ctx).is_ok());
+        // Short lines say nothing either way; a same-density pair has its own typical ratio.
+        assert_eq!(out_of_step("Summary", "总结", &ctx), None);
+        let de = CheckContext::new("en", "de");
+        let src = "The cache is stored on disk, so a restart costs only twelve milliseconds.";
+        assert_eq!(out_of_step(src, "Der Cache liegt auf der Festplatte, daher kostet ein Neustart nur zwölf Millisekunden.", &de), None);
+        assert!(out_of_step(src, "Cache.", &de).is_some());
     }
 }

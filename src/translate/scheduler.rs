@@ -7,10 +7,16 @@
 //! reply. A unit leaves the flight when it passes or has used its revision (then the
 //! fallback finishes it) and is checkpointed at once. Units found in the translation memory
 //! are done without a call. Single mode's growing conversation takes one unit at a time.
+//!
+//! A chapter's opening unit goes first: when the model's reply for it passes whole, that
+//! exchange becomes an earlier turn of every later prompt of the chapter — a worked example
+//! in the chapter's own terms and voice (the title and introduction are where a chapter
+//! names its subject), inside the stable prefix, so it costs one prefill per chapter. The
+//! rest of the chapter waits for it; other chapters' units fill the batch meanwhile.
 
 use super::checkpoint::UnitState;
 use super::glossary_stage::Terms;
-use super::manager::{inject_house_terms, unit_terms, Manager, MemoryEntry, Mode};
+use super::manager::{inject_house_terms, unit_terms, Exchange, Manager, MemoryEntry, Mode};
 use super::passage;
 use crate::checks::{Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
@@ -49,7 +55,18 @@ struct UnitJob {
     key: String,
     attempt: usize,
     findings_text: Vec<String>,
-    best: Option<(usize, String, Vec<Finding>)>,
+    best: Option<Attempt>,
+    /// The chapter's worked example this unit's prompts carry.
+    example: Option<Exchange>,
+}
+
+/// A unit's best attempt so far: its error count, restored text and findings, and the
+/// exchange when it passed whole.
+struct Attempt {
+    errors: usize,
+    text: String,
+    findings: Vec<Finding>,
+    exchange: Option<Exchange>,
 }
 
 /// Token allowance for a unit's translation.
@@ -80,6 +97,13 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend, terms: &Terms) -> Result
             .collect(),
         flight: Vec::new(),
         params: GenerationParams::default(),
+        openings: m
+            .plan
+            .units
+            .iter()
+            .map(|u| u.iter().position(|u| u.kind == UnitKind::Translate))
+            .collect(),
+        examples: vec![None; m.plan.units.len()],
     };
     let batch = match m.opts.mode {
         Mode::Orchestrated => m.opts.batch.max(1),
@@ -119,29 +143,57 @@ struct Scheduler {
     queue: VecDeque<(usize, usize)>,
     flight: Vec<UnitJob>,
     params: GenerationParams,
+    /// Each chapter's opening unit (its first to translate).
+    openings: Vec<Option<usize>>,
+    /// Each chapter's worked example: `None` until its opening is finished, then the
+    /// opening's exchange if it passed whole.
+    examples: Vec<Option<Option<Exchange>>>,
 }
 
 impl Scheduler {
     /// Fill the flight; units found in the translation memory are done at once.
     fn fill_flight(&mut self, m: &mut Manager, terms: &Terms, batch: usize) {
         while self.flight.len() < batch && self.out.stopped.is_none() {
-            let Some((ci, ui)) = self.queue.pop_front() else {
+            // The next unit whose chapter's example is settled, or an opening.
+            let single = m.opts.mode == Mode::Single;
+            let ready = |&(ci, ui): &(usize, usize)| {
+                single || self.openings[ci] == Some(ui) || self.examples[ci].is_some()
+            };
+            // (Nothing waits on an opening that is not in flight; the front is a safe pick.)
+            let Some(at) = self
+                .queue
+                .iter()
+                .position(ready)
+                .or_else(|| (self.flight.is_empty() && !self.queue.is_empty()).then_some(0))
+            else {
                 break;
             };
+            let (ci, ui) = self.queue.remove(at).expect("in the queue");
             let unit = &m.plan.units[ci][ui];
+            let example = match &self.examples[ci] {
+                Some(Some(ex)) if !single => Some(ex.clone()),
+                _ => None,
+            };
             let key = sha256_hex(
                 format!(
-                    "{}|{}|{}|{}|{:?}|{}",
+                    "{}|{}|{}|{}|{:?}|{}{}",
                     unit.content_hash(),
                     terms.hash,
                     m.inputs_key(),
                     m.opts.target_lang,
                     m.opts.mode,
-                    unit.id
+                    unit.id,
+                    example
+                        .as_ref()
+                        .map(|e| format!("|{}|{}", e.passage, e.reply))
+                        .unwrap_or_default()
                 )
                 .as_bytes(),
             );
             if let Some(e) = m.read_memory(&key, unit) {
+                if self.openings[ci] == Some(ui) {
+                    self.examples[ci] = Some(e.exchange.clone());
+                }
                 self.out.texts[ci][ui] = Some(e.translation.clone());
                 m.reuse_unit(unit, &key, &e);
                 self.out.reused += 1;
@@ -155,6 +207,7 @@ impl Scheduler {
                 attempt: 0,
                 findings_text: Vec::new(),
                 best: None,
+                example,
             });
         }
     }
@@ -205,6 +258,7 @@ impl Scheduler {
                 &job.findings_text,
                 &self.params,
                 None,
+                job.example.as_ref(),
             )?;
             let (messages, split, own) = match m.opts.mode {
                 Mode::Orchestrated => (req.messages, req.split, None),
@@ -300,8 +354,23 @@ impl Scheduler {
             .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
             .collect();
         if let Some(text) = text {
-            if job.best.as_ref().is_none_or(|b| n_err < b.0) {
-                job.best = Some((n_err, text, findings));
+            if job.best.as_ref().is_none_or(|b| n_err < b.errors) {
+                let exchange = (n_err == 0).then(|| Exchange {
+                    passage: terms.passage(&skeleton.model_text()),
+                    reply: done
+                        .text
+                        .trim()
+                        .split('\n')
+                        .map(|l| passage::typeset(&m.opts.target_lang, l))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                });
+                job.best = Some(Attempt {
+                    errors: n_err,
+                    text,
+                    findings,
+                    exchange,
+                });
             }
         }
         if n_err > 0 && attempt < m.opts.revisions {
@@ -324,12 +393,13 @@ impl Scheduler {
     ) -> Result<()> {
         let unit = &m.plan.units[job.ci][job.ui];
         let mut attempts = job.attempt + 1;
-        let (n_err, text, findings) = match job.best.take() {
-            Some(best) if best.0 == 0 => best,
+        let (n_err, text, findings, exchange) = match job.best.take() {
+            Some(best) if best.errors == 0 => (0, best.text, best.findings, best.exchange),
             _ => {
                 let params = self.params.clone();
+                let example = job.example.as_ref();
                 let request = |text: &str, max: usize| {
-                    unit_request(m, terms, unit, text, &[], &params, Some(max))
+                    unit_request(m, terms, unit, text, &[], &params, Some(max), example)
                 };
                 let keep = |text: &str| inject_house_terms(text, &terms.lines);
                 let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;
@@ -342,9 +412,12 @@ impl Scheduler {
                     .iter()
                     .filter(|f| f.severity == Severity::Error)
                     .count();
-                (n, fb.text, fb.findings)
+                (n, fb.text, fb.findings, None)
             }
         };
+        if self.openings[job.ci] == Some(job.ui) {
+            self.examples[job.ci] = Some(exchange.clone());
+        }
         let state = if n_err == 0 {
             UnitState::Passed
         } else {
@@ -365,6 +438,7 @@ impl Scheduler {
             attempts,
             errors: n_err,
             findings,
+            exchange,
         };
         write_atomic(
             &m.memory_path(&job.key),
@@ -377,7 +451,9 @@ impl Scheduler {
 }
 
 /// The translation request for `passage` (a unit's model text, or a piece of it in the
-/// fallback): the agent's prompt with the unit's terms and the passage's constraint.
+/// fallback): the agent's prompt with the unit's terms, the chapter's worked example and
+/// the passage's constraint.
+#[allow(clippy::too_many_arguments)]
 fn unit_request(
     m: &Manager,
     terms: &Terms,
@@ -386,9 +462,10 @@ fn unit_request(
     findings: &[String],
     params: &GenerationParams,
     max_new_tokens: Option<usize>,
+    example: Option<&Exchange>,
 ) -> Result<ChatRequest> {
     let opts = m.opts;
-    let passage = inject_house_terms(passage, &terms.lines);
+    let passage = terms.passage(passage);
     let p = translate_prompt(
         &m.plan.guide,
         &opts.source_lang,
@@ -397,6 +474,7 @@ fn unit_request(
         &unit_terms(unit, &terms.lines),
         findings,
         &passage,
+        example.map(|e| (e.passage.as_str(), e.reply.as_str())),
     )?;
     let max = max_new_tokens.unwrap_or_else(|| max_new_tokens_for(unit));
     Ok(ChatRequest {

@@ -41,6 +41,8 @@ pub struct PassageConstraint {
     backtick_ok: bool,
     pipe_ok: bool,
     footnote_ok: bool,
+    /// The passage has `{{` text that is not a placeholder.
+    braces_ok: bool,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
 }
@@ -64,6 +66,9 @@ impl PassageConstraint {
             backtick_ok: passage.contains('`'),
             pipe_ok: passage.contains('|'),
             footnote_ok: passage.contains("[^"),
+            braces_ok: super::PLACEHOLDER_RE
+                .replace_all(passage, "")
+                .contains("{{"),
             latin: None,
         }
     }
@@ -152,14 +157,15 @@ impl PassageConstraint {
             let Some(own) = self.placeholders.get(i) else {
                 return false;
             };
-            placeholders_ok(own, line, complete || i + 1 < lines.len())
+            placeholders_ok(own, line, complete || i + 1 < lines.len(), self.braces_ok)
         })
     }
 }
 
 /// Every `{{` in `text` starts one of `allowed`, none twice; with `complete`, every one is
-/// there and none is left open.
-fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool) -> bool {
+/// there and none is left open. With `braces_ok` (the passage has such text of its own), a
+/// `{{` that is not a placeholder is text; otherwise it cannot be written (`{{}}`, `{{x}}`).
+fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool, braces_ok: bool) -> bool {
     let mut seen = vec![false; allowed.len()];
     let mut i = 0;
     while let Some(off) = find(&text[i..], b"{{") {
@@ -178,8 +184,8 @@ fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool) -> bool {
         }
         if j >= text.len() || (j + 1 == text.len() && text[j] == b'}') {
             if complete {
-                // The line is over: an unclosed `{{…` is text.
-                return seen.iter().all(|&s| s);
+                // The line is over: an unclosed `{{…` is text, where the passage has such.
+                return braces_ok && seen.iter().all(|&s| s);
             }
             if digits.is_empty() {
                 return true;
@@ -190,13 +196,13 @@ fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool) -> bool {
                 .zip(&seen)
                 .any(|(p, &s)| !s && p.to_string().as_bytes().starts_with(digits));
         }
-        if digits.is_empty() {
-            // `{{` followed by something else is text, not a placeholder (`{{name}}`).
-            i = start - 1;
-            continue;
-        }
-        if !text[j..].starts_with(b"}}") {
-            // Digits not closed by `}}` (`{{7G`): text, not a placeholder.
+        if digits.is_empty() || !text[j..].starts_with(b"}}") {
+            // `{{` followed by something else (`{{name}}`, `{{7G`) is text, not a
+            // placeholder: only where the passage has such text (a `{` just before a
+            // placeholder, `{{{1}}`, is a brace of its own).
+            if !braces_ok && text.get(start) != Some(&b'{') {
+                return false;
+            }
             i = start - 1;
             continue;
         }
@@ -292,8 +298,21 @@ mod tests {
         assert!(!ok(&two, "第一。\n"), "a line ends without its placeholder");
         assert!(ok(&two, "第一 {{1}}。\n第二 {{2}}"));
         assert!(!ok(&c, "调用 {{3"), "no placeholder starts with 3");
-        assert!(ok(&c, "调用 {{x}}"), "not a placeholder");
-        assert!(ok(&c, "调用 {{1x"), "not a placeholder either");
+        assert!(
+            !ok(&c, "调用 {{x}}"),
+            "not a placeholder: not in the passage"
+        );
+        assert!(!ok(&c, "调用 {{}} 然后"), "an empty one neither");
+        assert!(
+            ok(&c, "调用 {{{1}}"),
+            "a brace of its own before a placeholder"
+        );
+        assert!(!ok(&c, "调用 {{1x"), "not a placeholder either");
+        let own = PassageConstraint::new("Render {{1}} with {{name}} filled in.");
+        assert!(
+            ok(&own, "用 {{name}} 渲染 {{1"),
+            "the passage's own braces are text"
+        );
         assert!(!ok(&c, "调用 ｛｛1｝｝"));
         assert!(!c.allows_end(b"\xe8\xb0\x83 {{1}}"), "{{12}} missing");
         assert!(c.allows_end("调用 {{1}} 然后 {{12}}。".as_bytes()));

@@ -110,6 +110,12 @@ pub enum PlaceholderKind {
     FootnoteLabel,
     /// Source text that looks like a placeholder, protected so restoration is unambiguous.
     Literal,
+    /// An identifier written in prose without backticks: a dotted name
+    /// (`work.position.title`, `config.json`) or a snake_case one (`user_id`).
+    Identifier,
+    /// A bibliographic reference in a footnote definition (authors, title, venue, year):
+    /// books keep the works they cite as published.
+    Citation,
 }
 
 /// One placeholder of a unit: the token the model sees and the original bytes it replaces.
@@ -195,6 +201,43 @@ pub static PLACEHOLDER_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Bare URLs in prose: `http(s)://`, `ftp://` or `www.` followed by printable ASCII.
+/// Where a bibliographic reference starts: an author (`Shinn, N., et al.`, `Li, Bojie.`,
+/// an organisation such as `Anthropic.`) followed by a title in italics or quotes, or by a
+/// year in parentheses.
+static CITATION_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b[A-Z][\p{L}'’-]+(?:,\s(?:(?:[A-Z]\.\s?)+|[A-Z][\p{L}-]+))?(?:,?\set\sal\.)?(?:\.?\s+[*_“\x22]|\s\((?:19|20)\d\d[a-z]?\))",
+    )
+    .expect("valid citation regex")
+});
+
+/// A code identifier in prose: dotted (`a.b`, at least one part longer than a letter, so
+/// not `e.g`) or snake_case (`user_id`).
+static IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\b|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+        .expect("valid identifier regex")
+});
+
+/// Whether an identifier match is one (not an abbreviation such as `e.g` or `U.S`).
+fn is_identifier(m: &str) -> bool {
+    m.contains('_') || m.split('.').any(|p| p.len() > 1)
+}
+
+static YEAR_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b(?:19|20)\d\d\b").expect("valid year regex"));
+
+/// The bibliographic reference a footnote definition ends with, as a range of `def`
+/// (from its author to the end of that line), when it has one: an author and a title,
+/// and a year after them.
+fn citation_in(def: &str, from: usize) -> Option<Range<usize>> {
+    let m = CITATION_RE.find(def.get(from..)?)?;
+    let start = from + m.start();
+    let end = def[start..].find('\n').map_or(def.len(), |p| start + p);
+    YEAR_RE
+        .is_match(&def[start..end])
+        .then(|| start..start + def[start..end].trim_end().len())
+}
+
 pub(crate) static BARE_URL_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:https?://|ftp://|www\.)[\x21-\x7e&&[^<>`]]+").expect("valid url regex")
 });
@@ -601,6 +644,13 @@ fn scan(text: &str) -> Scan {
                                         r.start..r.start + p + 2,
                                         PlaceholderKind::FootnoteLabel,
                                     );
+                                    if let Some(c) = citation_in(s, p + 2) {
+                                        add(
+                                            &mut spans,
+                                            r.start + c.start..r.start + c.end,
+                                            PlaceholderKind::Citation,
+                                        );
+                                    }
                                 }
                             }
                         }
@@ -707,6 +757,15 @@ fn scan(text: &str) -> Scan {
                                     r.start + m.start()..r.start + m.start() + u.len(),
                                     PlaceholderKind::Url,
                                 );
+                            }
+                            for m in IDENTIFIER_RE.find_iter(s) {
+                                if is_identifier(m.as_str()) {
+                                    add(
+                                        &mut spans,
+                                        r.start + m.start()..r.start + m.end(),
+                                        PlaceholderKind::Identifier,
+                                    );
+                                }
                             }
                             for m in PLACEHOLDER_RE.find_iter(s) {
                                 add(
@@ -1082,5 +1141,45 @@ mod tests {
         assert_eq!(units.len(), 2);
         assert_eq!(units[0].protected, "# T\n\nHello {{1}} world.");
         assert_eq!(units[1].kind, UnitKind::Verbatim);
+    }
+
+    #[test]
+    fn identifiers_in_prose_are_kept() {
+        let units = roundtrip(
+            "Keys such as personal.contact.email or user_id stay, e.g. in config.json; U.S. style too.\n",
+            1000,
+        );
+        let kept: Vec<&str> = units[0]
+            .placeholders
+            .iter()
+            .map(|p| p.original.as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            vec!["personal.contact.email", "user_id", "config.json"]
+        );
+    }
+
+    #[test]
+    fn citations_in_footnotes_are_kept_as_published() {
+        let text = "Text[^a][^b][^c].\n\n[^a]: The design can be found in Li, Bojie. *User as Code: Executable Memory.* arXiv:2606.16707, 2026.\n[^b]: Shinn, N., et al. *Reflexion: Language Agents.* arXiv:2303.11366, 2023.\n[^c]: Karpathy, A. “We’re missing a paradigm.” X, May 11, 2025. https://x.com/k/1\n\n[^d]: Notes on Python. *Not a citation* without a year.\n";
+        let units = roundtrip(text, 1000);
+        let cited: Vec<&str> = units
+            .iter()
+            .flat_map(|u| &u.placeholders)
+            .filter(|p| p.kind == PlaceholderKind::Citation)
+            .map(|p| p.original.as_str())
+            .collect();
+        assert_eq!(
+            cited,
+            vec![
+                "Li, Bojie. *User as Code: Executable Memory.* arXiv:2606.16707, 2026.",
+                "Shinn, N., et al. *Reflexion: Language Agents.* arXiv:2303.11366, 2023.",
+                "Karpathy, A. “We’re missing a paradigm.” X, May 11, 2025. https://x.com/k/1",
+            ]
+        );
+        let all: String = units.iter().map(|u| u.protected.as_str()).collect();
+        assert!(all.contains("The design can be found in {{"), "{all}");
+        assert!(all.contains("*Not a citation* without a year."), "{all}");
     }
 }
