@@ -393,10 +393,22 @@ pub fn find_reference(
 }
 
 /// The prose of a Markdown text: its text outside code blocks, inline code, HTML, math,
-/// front matter and autolinks, with bare URLs blanked (link targets are not text). Blocks
-/// end with a newline; inline code and breaks become spaces.
+/// front matter, autolinks and the bibliographic references of footnotes (kept as
+/// published), with bare URLs blanked (link targets are not text). Blocks end with a
+/// newline; inline code and breaks become spaces.
 pub fn prose_text(markdown: &str) -> String {
     use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
+    let uncited: String = markdown
+        .split_inclusive('\n')
+        .map(|line| {
+            let label = line.starts_with("[^").then(|| line.find("]:")).flatten();
+            match label.and_then(|p| crate::units::citation_in(line, p + 2)) {
+                Some(c) => format!("{}{}", &line[..c.start], &line[c.end..]),
+                None => line.to_string(),
+            }
+        })
+        .collect();
+    let markdown = uncited.as_str();
     let mut out = String::new();
     let mut skip = 0usize;
     let mut links: Vec<bool> = Vec::new();
@@ -1572,6 +1584,9 @@ mod tests {
             lowercase_english_words("e.g. well-known don't GPU"),
             ["well", "known", "don"]
         );
+        // A footnote's bibliographic reference is kept as published, not untranslated.
+        let cited = "正文[^a]。\n\n[^a]: 设计见 Li, Bojie. *User as Code: Executable Memory for Agents.* arXiv:2606.16707, 2026.\n";
+        assert_eq!(untranslated_english("Text[^a].\n", cited).words, 0);
     }
 
     #[test]

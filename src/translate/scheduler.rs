@@ -69,6 +69,10 @@ struct Attempt {
     exchange: Option<Exchange>,
 }
 
+/// How many ready units ahead of the queue's front a round may pick from to group units of
+/// a similar length.
+const LOOKAHEAD: usize = 8;
+
 /// Token allowance for a unit's translation.
 pub fn max_new_tokens_for(unit: &Unit) -> usize {
     passage::max_new_tokens(&unit.protected)
@@ -159,11 +163,20 @@ impl Scheduler {
             let ready = |&(ci, ui): &(usize, usize)| {
                 single || self.openings[ci] == Some(ui) || self.examples[ci].is_some()
             };
+            // Among the next few ready units, the one closest in length to the flight's
+            // first: a round lasts as long as its longest reply, so units of a size decode
+            // together (every reply is the one it gets alone, so only the time changes).
             // (Nothing waits on an opening that is not in flight; the front is a safe pick.)
+            let size = |&(ci, ui): &(usize, usize)| max_new_tokens_for(&m.plan.units[ci][ui]);
+            let lead = self.flight.first().map(|j| size(&(j.ci, j.ui)));
             let Some(at) = self
                 .queue
                 .iter()
-                .position(ready)
+                .enumerate()
+                .filter(|(_, q)| ready(q))
+                .take(if lead.is_some() { LOOKAHEAD } else { 1 })
+                .min_by_key(|(_, q)| lead.map_or(0, |l| size(q).abs_diff(l)))
+                .map(|(at, _)| at)
                 .or_else(|| (self.flight.is_empty() && !self.queue.is_empty()).then_some(0))
             else {
                 break;

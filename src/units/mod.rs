@@ -229,7 +229,7 @@ static YEAR_RE: LazyLock<Regex> =
 /// The bibliographic reference a footnote definition ends with, as a range of `def`
 /// (from its author to the end of that line), when it has one: an author and a title,
 /// and a year after them.
-fn citation_in(def: &str, from: usize) -> Option<Range<usize>> {
+pub(crate) fn citation_in(def: &str, from: usize) -> Option<Range<usize>> {
     let m = CITATION_RE.find(def.get(from..)?)?;
     let start = from + m.start();
     let end = def[start..].find('\n').map_or(def.len(), |p| start + p);
