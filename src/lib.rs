@@ -4,7 +4,9 @@
 //! [`prompts`] rendered through the model's chat template, the [`engine`] (model, tokenizer,
 //! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
 //! units into translations, [`checks`] proves the structure survived, and [`report`] writes
-//! what happened. [`model_store`] finds and fetches GGUF files; [`bench`] measures.
+//! what happened. [`model_store`] finds and fetches GGUF files; [`bench`](mod@bench) measures.
+
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod book;

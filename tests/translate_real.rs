@@ -4,6 +4,7 @@
 
 mod common;
 
+use quire::report::{read_json, ProofreadingReport, RunReport};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -60,6 +61,10 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+fn run_report(out: &Path) -> RunReport {
+    read_json(&out.join("run.json")).unwrap()
+}
+
 #[test]
 fn translate_rerun_resume_and_lock() {
     let tmp = tempfile::tempdir().unwrap();
@@ -84,11 +89,9 @@ fn translate_rerun_resume_and_lock() {
         .count();
     assert!(han > 20, "not translated: {book:?}");
     // Deterministic checks: no structural errors; house terms honoured everywhere.
-    let report = json(&a.join("proofreading_report.json"));
-    let adherence = report["summary"]["house_term_adherence_percent"]
-        .as_f64()
-        .unwrap();
-    assert_eq!(adherence, 100.0, "{report:#}");
+    let report: ProofreadingReport = read_json(&a.join("proofreading_report.json")).unwrap();
+    let adherence = report.summary.house_term_adherence_percent;
+    assert_eq!(adherence, 100.0, "{report:#?}");
     let check = Command::new(env!("CARGO_BIN_EXE_quire"))
         .arg("check")
         .arg(fixture())
@@ -118,21 +121,18 @@ fn translate_rerun_resume_and_lock() {
             "structure finding: {f}"
         );
     }
-    let run = json(&a.join("run.json"));
-    assert!(run["totals"]["calls"].as_u64().unwrap() >= 3);
+    let run = run_report(&a);
+    assert!(run.totals.calls >= 3);
     // Units were translated together (throughput mode): a batched call's engine time is a
     // share of its wall time.
     assert!(
-        run["calls"]
-            .as_array()
-            .unwrap()
+        run.calls
             .iter()
-            .any(|c| c["agent"] == "translate"
-                && c["busy_seconds"].as_f64().unwrap() < c["latency_seconds"].as_f64().unwrap()),
-        "no translation batch: {run:#}"
+            .any(|c| c.agent == "translate" && c.busy_seconds < c.latency_seconds),
+        "no translation batch: {run:#?}"
     );
     assert!(
-        run["totals"]["cached_prefix_tokens"].as_u64().unwrap() > 0,
+        run.totals.cached_prefix_tokens > 0,
         "the prefix cache was not used"
     );
     let ck = json(&a.join("orchestration_checkpoint.json"));
@@ -145,7 +145,7 @@ fn translate_rerun_resume_and_lock() {
     // 2. A rerun skips every finished unit: no model call, same output.
     let st = translate_cmd(&a, &cache).status().unwrap();
     assert!(st.code().is_some_and(|c| c == 0 || c == 1));
-    assert_eq!(json(&a.join("run.json"))["totals"]["calls"], 0);
+    assert_eq!(run_report(&a).totals.calls, 0);
     assert_eq!(read_book(&a), book);
 
     // 3. Killed with SIGKILL after the first finished unit, then rerun: same output.
@@ -192,13 +192,12 @@ fn translate_rerun_resume_and_lock() {
     .unwrap();
     let st = translate_book(&edited, &a, &cache).status().unwrap();
     assert!(st.code().is_some_and(|c| c == 0 || c == 1));
-    let run = json(&a.join("run.json"));
-    let translated: Vec<&str> = run["calls"]
-        .as_array()
-        .unwrap()
+    let run = run_report(&a);
+    let translated: Vec<&str> = run
+        .calls
         .iter()
-        .filter(|c| c["agent"] == "translate")
-        .map(|c| c["unit"].as_str().unwrap())
+        .filter(|c| c.agent == "translate")
+        .map(|c| c.unit.as_str())
         .collect();
     assert_eq!(
         translated.len(),
@@ -242,25 +241,19 @@ fn translate_rerun_resume_and_lock() {
         .status()
         .unwrap();
     assert!(st.code().is_some_and(|x| x == 0 || x == 1));
-    let single = json(&d.join("run.json"));
-    assert_eq!(single["mode"], "single");
-    let calls: Vec<&serde_json::Value> = single["calls"]
-        .as_array()
-        .unwrap()
+    let single = run_report(&d);
+    assert_eq!(single.mode, "single");
+    let calls: Vec<_> = single
+        .calls
         .iter()
-        .filter(|c| c["agent"] == "translate")
+        .filter(|c| c.agent == "translate")
         .collect();
     let (first, last) = (calls[0], calls[calls.len() - 1]);
     assert!(
-        last["prompt_tokens"].as_u64().unwrap()
-            > first["prompt_tokens"].as_u64().unwrap()
-                + first["completion_tokens"].as_u64().unwrap(),
+        last.prompt_tokens > first.prompt_tokens + first.completion_tokens,
         "the conversation grows with every unit"
     );
-    assert!(
-        single["totals"]["context_peak_tokens"].as_u64().unwrap()
-            >= last["prompt_tokens"].as_u64().unwrap()
-    );
+    assert!(single.totals.context_peak_tokens >= last.prompt_tokens);
 
     // 7. One unit at a time gives the same book as the batched run.
     let e = tmp.path().join("e");
@@ -274,11 +267,10 @@ fn translate_rerun_resume_and_lock() {
         book,
         "--batch 1 output differs from the batched run"
     );
-    assert!(json(&e.join("run.json"))["calls"]
-        .as_array()
-        .unwrap()
+    assert!(run_report(&e)
+        .calls
         .iter()
-        .all(|c| c["busy_seconds"] == c["latency_seconds"] || c["agent"] != "translate"));
+        .all(|c| c.busy_seconds == c.latency_seconds || c.agent != "translate"));
 
     // 8. A second run on a directory that is in use is refused.
     let lock = std::fs::OpenOptions::new()

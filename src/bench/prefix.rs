@@ -648,22 +648,9 @@ fn ttft(
     Ok((logits, first, start.elapsed().as_secs_f64()))
 }
 
-/// Run the prefix benchmark.
-pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
-    let threads = sys::use_threads(opts.threads);
-    let machine = Machine::detect(threads);
-    let load_average_start = sys::load_average();
-    sys::warn_if_busy();
-    let engine = Engine::load(&opts.model, &Device::Cpu, &LoadOptions::default())?;
-    let cfg = engine.config().clone();
-    let device = engine.device.clone();
-    eprintln!(
-        "prefix bench: loaded {} in {:.2}s",
-        opts.model.display(),
-        engine.load_seconds
-    );
-
-    // Parts.
+/// The parts to measure: the book's translatable units (default: the sample book's), cut
+/// to `--parts` or topped up with synthetic parts; with where they came from and the book.
+fn select_parts(opts: &PrefixBenchOptions) -> Result<(Vec<Part>, String, Option<PathBuf>)> {
     let book_dir = opts.book.clone().or_else(sample_book_dir);
     let (mut parts, mut source) = match &book_dir {
         Some(dir) => match book_parts(dir, opts.unit_tokens) {
@@ -691,10 +678,163 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         };
     }
     anyhow::ensure!(!parts.is_empty(), "no parts to measure");
+    Ok((parts, source, book_dir))
+}
 
-    // Shared prefix and prompts.
-    let glossary = book_dir.as_deref().map(book_glossary).unwrap_or_default();
-    let prefix = SharedPrefix::build(&engine, opts.prefix_tokens, &glossary)?;
+/// The prefix's round trip through the disk cache in `cache_dir`.
+struct DiskRound {
+    save_s: f64,
+    /// Best of three loads.
+    load_s: f64,
+    file_mib: f64,
+    /// The last cache loaded, for the logit comparison on the first part.
+    loaded: Option<KvCache>,
+}
+
+/// Save `prefix_cache` (the prefill of `prefix_ids`) to disk, drop it, and load it back
+/// three times.
+fn disk_round(
+    engine: &Engine,
+    salt: &str,
+    prefix_cache: KvCache,
+    prefix_ids: &[u32],
+    cache_dir: &Path,
+) -> Result<DiskRound> {
+    let disk = DiskPrefixCache::new(cache_dir, 8 << 30);
+    let t = Instant::now();
+    let file = disk.save(salt, &prefix_cache)?;
+    let save_s = t.elapsed().as_secs_f64();
+    let file_mib = std::fs::metadata(&file)
+        .map(|m| m.len() as f64 / (1024.0 * 1024.0))
+        .unwrap_or(f64::NAN);
+    drop(prefix_cache);
+    let mut load_s = f64::INFINITY;
+    let mut loaded = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let c = disk
+            .load(salt, prefix_ids, engine.config(), &engine.device, 512)?
+            .context("the prefix file just saved could not be loaded")?;
+        load_s = load_s.min(t.elapsed().as_secs_f64());
+        loaded = Some(c);
+    }
+    Ok(DiskRound {
+        save_s,
+        load_s,
+        file_mib,
+        loaded,
+    })
+}
+
+/// What every part is measured with: the engine, the shared prefix's length, the repeats.
+struct PartBench<'a> {
+    engine: &'a Engine,
+    stable: usize,
+    repeats: usize,
+}
+
+/// One part's TTFT with reuse and, when `recompute`, with a fresh cache: the best of
+/// `repeats` each, interleaved, so drift in the machine's speed hits both alike; every
+/// repeat must give the same logits. With `from_disk` (first part) the disk-loaded prefix's
+/// logits are compared with the recompute's too: the second value returned.
+fn measure_part(
+    b: &PartBench,
+    store: &mut PrefixStore,
+    part: &Part,
+    sp: &PromptSplit,
+    recompute: bool,
+    mut from_disk: Option<KvCache>,
+) -> Result<(PartResult, Option<f32>)> {
+    let (engine, stable) = (b.engine, b.stable);
+    let mut max_diff_disk = None;
+    let tokens = &sp.tokens;
+    let extra = tokens.len().saturating_sub(stable) + 16;
+    let mut ttft_reuse_s = f64::INFINITY;
+    let mut reuse = None;
+    let mut hit = 0;
+    let (mut ttft_rec, mut diff, mut same) = (None::<f64>, None, None);
+    for _ in 0..b.repeats {
+        let t = Instant::now();
+        let (mut cache, h) = store.checkout(tokens, extra, || engine.new_cache())?;
+        hit = h.min(tokens.len() - 1);
+        cache.truncate(hit);
+        let (logits, first, s) = ttft(engine, &mut cache, &tokens[hit..], t)?;
+        drop(cache);
+        ttft_reuse_s = ttft_reuse_s.min(s);
+        let (logits_reuse, first_reuse) = reuse.get_or_insert((logits, first));
+        if recompute {
+            let t = Instant::now();
+            let mut cache = engine.new_cache()?;
+            let (logits_rec, first_rec, s) = ttft(engine, &mut cache, tokens, t)?;
+            ttft_rec = Some(ttft_rec.map_or(s, |r| r.min(s)));
+            let d = max_abs_diff(logits_reuse, &logits_rec)?;
+            diff = Some(diff.map_or(d, |x: f32| x.max(d)));
+            same = Some(same.unwrap_or(true) && first_rec == *first_reuse);
+            if let Some(mut c) = from_disk.take() {
+                if sp.stable_tokens == stable {
+                    let logits_disk = engine.prefill(&mut c, &tokens[stable..])?;
+                    max_diff_disk = Some(max_abs_diff(&logits_disk, &logits_rec)?);
+                }
+            }
+        }
+    }
+    let result = PartResult {
+        id: part.id.clone(),
+        prompt_tokens: tokens.len(),
+        stable_tokens: sp.stable_tokens,
+        cache_hit_tokens: hit,
+        reuse_prefill_tokens: tokens.len() - hit,
+        recompute_prefill_tokens: ttft_rec.map(|_| tokens.len()),
+        ttft_reuse_s,
+        ttft_recompute_s: ttft_rec,
+        speedup: ttft_rec.map(|r| r / ttft_reuse_s),
+        max_abs_logit_diff: diff,
+        same_first_token: same,
+    };
+    Ok((result, max_diff_disk))
+}
+
+/// Fresh prefills of 512, 2,048 and 4,096 tokens (those that fit the context), timed.
+fn prefill_scaling(engine: &Engine) -> Result<Vec<PrefillPoint>> {
+    let cfg = engine.config();
+    let mut scaling = Vec::new();
+    let ids = prompt_ids(|t| engine.encode(t), 4096)?;
+    for len in [512usize, 2048, 4096] {
+        if len + 16 > cfg.context_length {
+            eprintln!(
+                "prefill scaling: {len} tokens exceed the context ({}), skipped",
+                cfg.context_length
+            );
+            continue;
+        }
+        let mut c = KvCache::with_capacity(cfg, &engine.device, len + 16)?;
+        let t = Instant::now();
+        engine.prefill(&mut c, &ids[..len])?;
+        let s = t.elapsed().as_secs_f64();
+        eprintln!(
+            "prefill scaling: {len} tokens in {s:.2}s ({:.1} tok/s)",
+            len as f64 / s
+        );
+        scaling.push(PrefillPoint {
+            tokens: len,
+            seconds: s,
+            tok_s: len as f64 / s,
+        });
+    }
+    Ok(scaling)
+}
+
+/// The shared prefix (guide and the book's glossary, about `--prefix-tokens` long) and each
+/// part's prompt behind it, split at the stable prefix; every prompt must fit the context.
+fn prompts(
+    engine: &Engine,
+    opts: &PrefixBenchOptions,
+    parts: &[Part],
+    book_dir: Option<&Path>,
+) -> Result<(SharedPrefix, Vec<PromptSplit>)> {
+    let cfg = engine.config();
+    let glossary = book_dir.map(book_glossary).unwrap_or_default();
+    let prefix = SharedPrefix::build(engine, opts.prefix_tokens, &glossary)?;
     let splits: Vec<PromptSplit> = parts
         .iter()
         .map(|p| {
@@ -710,6 +850,25 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
             cfg.context_length
         );
     }
+    Ok((prefix, splits))
+}
+
+/// Run the prefix benchmark.
+pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
+    let threads = sys::use_threads(opts.threads);
+    let machine = Machine::detect(threads);
+    let load_average_start = sys::load_average();
+    sys::warn_if_busy();
+    let engine = Engine::load(&opts.model, &Device::Cpu, &LoadOptions::default())?;
+    eprintln!(
+        "prefix bench: loaded {} in {:.2}s",
+        opts.model.display(),
+        engine.load_seconds
+    );
+    let (parts, source, book_dir) = select_parts(opts)?;
+
+    // Shared prefix and prompts.
+    let (prefix, splits) = prompts(&engine, opts, &parts, book_dir.as_deref())?;
     let stable = splits[0].stable_tokens;
     let prefix_ids = splits[0].tokens[..stable].to_vec();
     eprintln!(
@@ -742,24 +901,9 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
             tmp.path().to_path_buf()
         }
     };
-    let disk = DiskPrefixCache::new(&cache_dir, 8 << 30);
-    let t = Instant::now();
-    let file = disk.save(&salt, &prefix_cache)?;
-    let disk_save_s = t.elapsed().as_secs_f64();
-    let disk_file_mib = std::fs::metadata(&file)
-        .map(|m| m.len() as f64 / (1024.0 * 1024.0))
-        .unwrap_or(f64::NAN);
-    drop(prefix_cache);
-    let mut disk_load_s = f64::INFINITY;
-    let mut from_disk = None;
-    for _ in 0..3 {
-        let t = Instant::now();
-        let c = disk
-            .load(&salt, &prefix_ids, &cfg, &device, 512)?
-            .context("the prefix file just saved could not be loaded")?;
-        disk_load_s = disk_load_s.min(t.elapsed().as_secs_f64());
-        from_disk = Some(c);
-    }
+    let disk = disk_round(&engine, &salt, prefix_cache, &prefix_ids, &cache_dir)?;
+    let (disk_save_s, disk_load_s, disk_file_mib) = (disk.save_s, disk.load_s, disk.file_mib);
+    let mut from_disk = disk.loaded;
     eprintln!("prefix bench: disk save {disk_save_s:.3}s, load {disk_load_s:.3}s ({disk_file_mib:.1} MiB)");
 
     // Per part.
@@ -767,68 +911,33 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
     let repeats = opts.repeats.max(1);
     let mut results = Vec::with_capacity(parts.len());
     let mut max_diff_disk = None;
+    let bench = PartBench {
+        engine: &engine,
+        stable,
+        repeats,
+    };
     for (i, (part, sp)) in parts.iter().zip(&splits).enumerate() {
-        let tokens = &sp.tokens;
-        let extra = tokens.len().saturating_sub(stable) + 16;
-
-        // Best of `repeats` for both paths, interleaved, so drift in the machine's speed
-        // hits both alike; every repeat must give the same logits.
-        let mut ttft_reuse_s = f64::INFINITY;
-        let mut reuse = None;
-        let mut hit = 0;
-        let (mut ttft_rec, mut diff, mut same) = (None::<f64>, None, None);
-        for _ in 0..repeats {
-            let t = Instant::now();
-            let (mut cache, h) = store.checkout(tokens, extra, || engine.new_cache())?;
-            hit = h.min(tokens.len() - 1);
-            cache.truncate(hit);
-            let (logits, first, s) = ttft(&engine, &mut cache, &tokens[hit..], t)?;
-            drop(cache);
-            ttft_reuse_s = ttft_reuse_s.min(s);
-            let (logits_reuse, first_reuse) = reuse.get_or_insert((logits, first));
-            if i < max_recompute {
-                let t = Instant::now();
-                let mut cache = engine.new_cache()?;
-                let (logits_rec, first_rec, s) = ttft(&engine, &mut cache, tokens, t)?;
-                ttft_rec = Some(ttft_rec.map_or(s, |r| r.min(s)));
-                let d = max_abs_diff(logits_reuse, &logits_rec)?;
-                diff = Some(diff.map_or(d, |x: f32| x.max(d)));
-                same = Some(same.unwrap_or(true) && first_rec == *first_reuse);
-                if i == 0 {
-                    if let Some(mut c) = from_disk.take() {
-                        if sp.stable_tokens == stable {
-                            let logits_disk = engine.prefill(&mut c, &tokens[stable..])?;
-                            max_diff_disk = Some(max_abs_diff(&logits_disk, &logits_rec)?);
-                        }
-                    }
-                }
-            }
-        }
+        let recompute = i < max_recompute;
+        let disk_check = if recompute && i == 0 {
+            from_disk.take()
+        } else {
+            None
+        };
+        let (r, diff_disk) = measure_part(&bench, &mut store, part, sp, recompute, disk_check)?;
+        max_diff_disk = max_diff_disk.or(diff_disk);
         eprintln!(
             "part {}/{} {}: {} tokens, {} cached; TTFT reuse {:.3}s, recompute {}",
             i + 1,
             parts.len(),
             part.id,
-            tokens.len(),
-            hit,
-            ttft_reuse_s,
-            ttft_rec
+            r.prompt_tokens,
+            r.cache_hit_tokens,
+            r.ttft_reuse_s,
+            r.ttft_recompute_s
                 .map(|s| format!("{s:.3}s"))
                 .unwrap_or_else(|| "skipped".into())
         );
-        results.push(PartResult {
-            id: part.id.clone(),
-            prompt_tokens: tokens.len(),
-            stable_tokens: sp.stable_tokens,
-            cache_hit_tokens: hit,
-            reuse_prefill_tokens: tokens.len() - hit,
-            recompute_prefill_tokens: ttft_rec.map(|_| tokens.len()),
-            ttft_reuse_s,
-            ttft_recompute_s: ttft_rec,
-            speedup: ttft_rec.map(|r| r / ttft_reuse_s),
-            max_abs_logit_diff: diff,
-            same_first_token: same,
-        });
+        results.push(r);
     }
 
     let paired: Vec<&PartResult> = results
@@ -851,33 +960,11 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
     let measured = rec_total / reuse_total;
     let ideal = (mean_hit + mean_suffix) / mean_suffix;
 
-    let mut scaling = Vec::new();
-    if opts.prefill_scaling {
-        let ids = prompt_ids(|t| engine.encode(t), 4096)?;
-        for len in [512usize, 2048, 4096] {
-            if len + 16 > cfg.context_length {
-                eprintln!(
-                    "prefill scaling: {len} tokens exceed the context ({}), skipped",
-                    cfg.context_length
-                );
-                continue;
-            }
-            let mut c = KvCache::with_capacity(&cfg, &device, len + 16)?;
-            let t = Instant::now();
-            engine.prefill(&mut c, &ids[..len])?;
-            let s = t.elapsed().as_secs_f64();
-            eprintln!(
-                "prefill scaling: {len} tokens in {s:.2}s ({:.1} tok/s)",
-                len as f64 / s
-            );
-            scaling.push(PrefillPoint {
-                tokens: len,
-                seconds: s,
-                tok_s: len as f64 / s,
-            });
-        }
-    }
-
+    let scaling = if opts.prefill_scaling {
+        prefill_scaling(&engine)?
+    } else {
+        Vec::new()
+    };
     let fit = fit_prefill(&scaling);
     let attention_aware_ideal = fit.as_ref().map(|f| {
         let (mut rec, mut reuse) = (0.0, 0.0);

@@ -852,23 +852,14 @@ fn totals<'a>(results: impl Iterator<Item = &'a SystemResult>) -> SystemTotals {
     t
 }
 
-/// Run the whole quality benchmark.
-pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
-    let threads = sys::use_threads(opts.threads.max(1));
-    let machine = Machine::detect(threads);
-    let load_average_start = sys::load_average();
-    sys::warn_if_busy();
-
-    // The book and its glossary.
-    let sample = opts.book.is_none();
-    let book: Book = match &opts.book {
-        Some(p) => load_book(p)?,
-        None => crate::translate::sample_book::book(),
-    };
-    let out = &opts.out;
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let (glossary, glossary_path, glossary_name) = match (&opts.glossary, sample) {
+/// The house glossary, as (glossary, file given to both systems, name for the report):
+/// `--glossary`, else the sample book's own (written to `out`) when benchmarking it.
+fn load_glossary(
+    opts: &QualityBenchOptions,
+    sample: bool,
+    out: &Path,
+) -> Result<(Glossary, Option<PathBuf>, Option<String>)> {
+    Ok(match (&opts.glossary, sample) {
         (Some(p), _) => (
             Glossary::load(p, "en", &opts.target_lang)?,
             Some(p.clone()),
@@ -888,25 +879,23 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
             )
         }
         (None, false) => (Glossary::default(), None, None),
-    };
-    let house_terms = glossary.entries.iter().filter(|e| e.house).count();
-    let ctx = CheckContext::new("en", &opts.target_lang).with_glossary(glossary.clone());
+    })
+}
 
-    // Fresh working directories.
-    for d in ["input", "reference", "quire", "naive"] {
-        remove_dir(&out.join(d))?;
-    }
+/// A chapter ready for both systems: its (possibly cut) text written to `input/`, and its
+/// reference (a cut copy under `reference/` when cutting).
+struct Prepared {
+    name: String,
+    rel: PathBuf,
+    text: String,
+    original_bytes: usize,
+    cut_headings: Option<usize>,
+    input: PathBuf,
+    reference: Option<PathBuf>,
+}
 
-    // Inputs (cut when asked) and references.
-    struct Prepared {
-        name: String,
-        rel: PathBuf,
-        text: String,
-        original_bytes: usize,
-        cut_headings: Option<usize>,
-        input: PathBuf,
-        reference: Option<PathBuf>,
-    }
+/// Inputs (cut when asked) and references for every chapter of `book`.
+fn prepare_chapters(opts: &QualityBenchOptions, book: &Book, out: &Path) -> Result<Vec<Prepared>> {
     let mut chapters = Vec::new();
     for c in &book.chapters {
         let cut = opts.cut_bytes.and_then(|n| cut_at_heading(&c.text, n));
@@ -961,10 +950,13 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
             reference,
         });
     }
+    Ok(chapters)
+}
 
-    // Python for the naive loop and chrF.
+/// Python for the naive loop and chrF, when either is needed (`Err`: why there is none).
+fn find_python(opts: &QualityBenchOptions, chapters: &[Prepared]) -> Result<PathBuf, String> {
     let needs_python = !opts.skip_naive || chapters.iter().any(|c| c.reference.is_some());
-    let python = if needs_python {
+    if needs_python {
         match ensure_llama_python().and_then(|p| ensure_sacrebleu(&p).map(|()| p)) {
             Ok(p) => Ok(p),
             Err(e) => {
@@ -974,50 +966,65 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         }
     } else {
         Err("not needed".to_string())
-    };
-    let naive: Result<Naive, String> = if opts.skip_naive {
-        Err("skipped (--skip-naive)".to_string())
-    } else {
-        python.clone().and_then(|python| {
-            (|| -> Result<Naive> {
-                let script = bench_script("naive_loop.py")?;
-                let (glossary_file, glossary_bytes) = if glossary.is_empty() {
-                    (None, Vec::new())
-                } else {
-                    let list: Vec<serde_json::Value> = glossary
-                        .entries
-                        .iter()
-                        .map(|e| serde_json::json!({"source": e.source, "target": e.target}))
-                        .collect();
-                    let bytes = serde_json::to_vec_pretty(&list)?;
-                    let p = out.join("naive-glossary.json");
-                    crate::util::write_atomic(&p, &bytes)?;
-                    (Some(p), bytes)
-                };
-                Ok(Naive {
-                    script_bytes: std::fs::read(&script)?,
-                    script,
-                    python,
-                    model_hash: crate::model_store::content_hash(&opts.model)?,
-                    glossary_file,
-                    glossary_bytes,
-                })
-            })()
-            .map_err(|e| format!("{e:#}"))
-        })
-    };
+    }
+}
 
-    let mut chrf_method = None;
-    let mut naive_engine = None;
-    let mut results = Vec::new();
-    let mut score = |hyp: &Path, reference: Option<&PathBuf>| -> (Option<f64>, Option<String>) {
+/// The naive loop's fixed inputs: the script, the model's hash and the glossary as the
+/// script reads it (written to `out`). `Err`: why the naive side does not run.
+fn prepare_naive(
+    opts: &QualityBenchOptions,
+    python: &Result<PathBuf, String>,
+    glossary: &Glossary,
+    out: &Path,
+) -> Result<Naive, String> {
+    if opts.skip_naive {
+        return Err("skipped (--skip-naive)".to_string());
+    }
+    python.clone().and_then(|python| {
+        (|| -> Result<Naive> {
+            let script = bench_script("naive_loop.py")?;
+            let (glossary_file, glossary_bytes) = if glossary.is_empty() {
+                (None, Vec::new())
+            } else {
+                let list: Vec<serde_json::Value> = glossary
+                    .entries
+                    .iter()
+                    .map(|e| serde_json::json!({"source": e.source, "target": e.target}))
+                    .collect();
+                let bytes = serde_json::to_vec_pretty(&list)?;
+                let p = out.join("naive-glossary.json");
+                crate::util::write_atomic(&p, &bytes)?;
+                (Some(p), bytes)
+            };
+            Ok(Naive {
+                script_bytes: std::fs::read(&script)?,
+                script,
+                python,
+                model_hash: crate::model_store::content_hash(&opts.model)?,
+                glossary_file,
+                glossary_bytes,
+            })
+        })()
+        .map_err(|e| format!("{e:#}"))
+    })
+}
+
+/// chrF scoring with the bench's python, remembering the method of the first score.
+struct Scorer {
+    python: Result<PathBuf, String>,
+    method: Option<String>,
+}
+
+impl Scorer {
+    /// (chrF, why it is missing) of `hyp` against `reference`; both `None` without one.
+    fn score(&mut self, hyp: &Path, reference: Option<&PathBuf>) -> (Option<f64>, Option<String>) {
         let Some(r) = reference else {
             return (None, None);
         };
-        match &python {
+        match &self.python {
             Ok(py) => match chrf(py, hyp, r) {
                 Ok((s, m)) => {
-                    chrf_method.get_or_insert(m);
+                    self.method.get_or_insert(m);
                     (Some(s), None)
                 }
                 Err(e) => {
@@ -1027,93 +1034,153 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
             },
             Err(e) => (None, Some(e.clone())),
         }
+    }
+}
+
+/// Quire on one chapter: the production path (`quire translate`'s defaults) into
+/// `out/quire/<chapter>/`, timed, measured and scored.
+fn quire_chapter(
+    opts: &QualityBenchOptions,
+    c: &Prepared,
+    position: (usize, usize),
+    glossary_path: &Option<PathBuf>,
+    cctx: &CheckContext,
+    scorer: &mut Scorer,
+) -> Result<SystemResult> {
+    let qdir = opts.out.join("quire").join(chapter_dir_name(&c.rel));
+    let mut args = TranslateArgs::defaults();
+    args.input = Some(c.input.clone());
+    args.out = qdir.clone();
+    args.glossary = glossary_path.clone();
+    args.to = opts.target_lang.clone();
+    args.model = Some(opts.model.display().to_string());
+    args.quiet = true;
+    args.house_terms = opts.house_terms;
+    let topts = args.to_options()?;
+    eprintln!(
+        "quality: [{}/{}] {}: Quire translating ({} bytes)",
+        position.0,
+        position.1,
+        c.name,
+        c.text.len()
+    );
+    let t = Instant::now();
+    let summary =
+        crate::translate::run(&topts)?.context("the translation run returned no summary")?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let file_name = c.rel.file_name().context("chapter without a file name")?;
+    let qout = qdir.join("book").join(file_name);
+    let qtext = std::fs::read_to_string(&qout)
+        .with_context(|| format!("Quire wrote no {}", qout.display()))?;
+    eprintln!(
+        "quality: {}: Quire done in {wall_s:.1}s ({} units, {} blocked)",
+        c.name, summary.units, summary.blocked
+    );
+    let (qchrf, qchrf_err) = scorer.score(&qout, c.reference.as_ref());
+    Ok(SystemResult {
+        output: qout.display().to_string(),
+        metrics: measure(&c.text, &qtext, cctx),
+        chrf: qchrf,
+        chrf_error: qchrf_err,
+        wall_s,
+        cached: false,
+        blocked_units: Some(summary.blocked),
+        units: Some(summary.units),
+        complete: Some(summary.complete),
+        script: None,
+    })
+}
+
+/// The naive loop on one chapter (or its cached result), measured and scored: (result,
+/// why there is none). The engine the script names is kept in `naive_engine`.
+fn naive_chapter(
+    opts: &QualityBenchOptions,
+    n: &Naive,
+    c: &Prepared,
+    cctx: &CheckContext,
+    scorer: &mut Scorer,
+    naive_engine: &mut Option<String>,
+) -> (Option<SystemResult>, Option<String>) {
+    let nout = opts.out.join("naive").join(&c.rel);
+    eprintln!("quality: {}: naive loop", c.name);
+    match run_naive(n, opts, &c.input, &c.text, &nout) {
+        Ok((wall_s, script, cached)) => {
+            eprintln!(
+                "quality: {}: naive loop {wall_s:.1}s{}",
+                c.name,
+                if cached { " (cached)" } else { "" }
+            );
+            if let Some(e) = script.get("engine").and_then(|e| e.as_str()) {
+                naive_engine.get_or_insert_with(|| e.to_string());
+            }
+            let ntext = std::fs::read_to_string(&nout).unwrap_or_default();
+            let (nchrf, nchrf_err) = scorer.score(&nout, c.reference.as_ref());
+            (
+                Some(SystemResult {
+                    output: nout.display().to_string(),
+                    metrics: measure(&c.text, &ntext, cctx),
+                    chrf: nchrf,
+                    chrf_error: nchrf_err,
+                    wall_s,
+                    cached,
+                    blocked_units: None,
+                    units: None,
+                    complete: None,
+                    script: Some(script),
+                }),
+                None,
+            )
+        }
+        Err(e) => {
+            eprintln!("warning: naive loop failed on {}: {e:#}", c.name);
+            (None, Some(format!("{e:#}")))
+        }
+    }
+}
+
+/// Run the whole quality benchmark.
+pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
+    let threads = sys::use_threads(opts.threads.max(1));
+    let machine = Machine::detect(threads);
+    let load_average_start = sys::load_average();
+    sys::warn_if_busy();
+
+    // The book and its glossary.
+    let sample = opts.book.is_none();
+    let book: Book = match &opts.book {
+        Some(p) => load_book(p)?,
+        None => crate::translate::sample_book::book(),
     };
+    let out = &opts.out;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    let (glossary, glossary_path, glossary_name) = load_glossary(opts, sample, out)?;
+    let house_terms = glossary.entries.iter().filter(|e| e.house).count();
+    let ctx = CheckContext::new("en", &opts.target_lang).with_glossary(glossary.clone());
+
+    // Fresh working directories, then inputs (cut when asked) and references.
+    for d in ["input", "reference", "quire", "naive"] {
+        remove_dir(&out.join(d))?;
+    }
+    let chapters = prepare_chapters(opts, &book, out)?;
+
+    // Python for the naive loop and chrF.
+    let python = find_python(opts, &chapters);
+    let naive = prepare_naive(opts, &python, &glossary, out);
+
+    let mut scorer = Scorer {
+        python,
+        method: None,
+    };
+    let mut naive_engine = None;
+    let mut results = Vec::new();
     for (i, c) in chapters.iter().enumerate() {
         let cctx = ctx.for_chapter(&c.name);
-        // Quire, the production path.
-        let qdir = out.join("quire").join(chapter_dir_name(&c.rel));
-        let mut args = TranslateArgs::defaults();
-        args.input = Some(c.input.clone());
-        args.out = qdir.clone();
-        args.glossary = glossary_path.clone();
-        args.to = opts.target_lang.clone();
-        args.model = Some(opts.model.display().to_string());
-        args.quiet = true;
-        args.house_terms = opts.house_terms;
-        let topts = args.to_options()?;
-        eprintln!(
-            "quality: [{}/{}] {}: Quire translating ({} bytes)",
-            i + 1,
-            chapters.len(),
-            c.name,
-            c.text.len()
-        );
-        let t = Instant::now();
-        let summary =
-            crate::translate::run(&topts)?.context("the translation run returned no summary")?;
-        let wall_s = t.elapsed().as_secs_f64();
-        let file_name = c.rel.file_name().context("chapter without a file name")?;
-        let qout = qdir.join("book").join(file_name);
-        let qtext = std::fs::read_to_string(&qout)
-            .with_context(|| format!("Quire wrote no {}", qout.display()))?;
-        eprintln!(
-            "quality: {}: Quire done in {wall_s:.1}s ({} units, {} blocked)",
-            c.name, summary.units, summary.blocked
-        );
-        let (qchrf, qchrf_err) = score(&qout, c.reference.as_ref());
-        let quire = SystemResult {
-            output: qout.display().to_string(),
-            metrics: measure(&c.text, &qtext, &cctx),
-            chrf: qchrf,
-            chrf_error: qchrf_err,
-            wall_s,
-            cached: false,
-            blocked_units: Some(summary.blocked),
-            units: Some(summary.units),
-            complete: Some(summary.complete),
-            script: None,
-        };
-
-        // The naive loop.
+        let position = (i + 1, chapters.len());
+        let quire = quire_chapter(opts, c, position, &glossary_path, &cctx, &mut scorer)?;
         let (naive_result, naive_error) = match &naive {
             Err(e) => (None, Some(e.clone())),
-            Ok(n) => {
-                let nout = out.join("naive").join(&c.rel);
-                eprintln!("quality: {}: naive loop", c.name);
-                match run_naive(n, opts, &c.input, &c.text, &nout) {
-                    Ok((wall_s, script, cached)) => {
-                        eprintln!(
-                            "quality: {}: naive loop {wall_s:.1}s{}",
-                            c.name,
-                            if cached { " (cached)" } else { "" }
-                        );
-                        if let Some(e) = script.get("engine").and_then(|e| e.as_str()) {
-                            naive_engine.get_or_insert_with(|| e.to_string());
-                        }
-                        let ntext = std::fs::read_to_string(&nout).unwrap_or_default();
-                        let (nchrf, nchrf_err) = score(&nout, c.reference.as_ref());
-                        (
-                            Some(SystemResult {
-                                output: nout.display().to_string(),
-                                metrics: measure(&c.text, &ntext, &cctx),
-                                chrf: nchrf,
-                                chrf_error: nchrf_err,
-                                wall_s,
-                                cached,
-                                blocked_units: None,
-                                units: None,
-                                complete: None,
-                                script: Some(script),
-                            }),
-                            None,
-                        )
-                    }
-                    Err(e) => {
-                        eprintln!("warning: naive loop failed on {}: {e:#}", c.name);
-                        (None, Some(format!("{e:#}")))
-                    }
-                }
-            }
+            Ok(n) => naive_chapter(opts, n, c, &cctx, &mut scorer, &mut naive_engine),
         };
         let chrf_diff = match (quire.chrf, naive_result.as_ref().and_then(|n| n.chrf)) {
             (Some(a), Some(b)) => Some(a - b),
@@ -1160,7 +1227,7 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         out_dir: out.display().to_string(),
         naive_skipped: opts.skip_naive,
         naive_engine,
-        chrf_method,
+        chrf_method: scorer.method,
         structure_categories: STRUCTURE_CATEGORIES
             .iter()
             .map(|c| c.name().to_string())

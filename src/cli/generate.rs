@@ -10,6 +10,7 @@ use std::io::Write;
 /// Arguments of `quire generate`.
 #[derive(clap::Args, Debug)]
 pub struct GenerateArgs {
+    /// The model, device and chat template (`--model`, `--device`, `--chat-template`).
     #[command(flatten)]
     pub model: ModelArgs,
     /// The user message.

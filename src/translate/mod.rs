@@ -1,17 +1,26 @@
 //! Translating a book: the manager (deterministic code, not a model) plans the units, runs
-//! the glossary → translate → proofread → revise agents through the [`ChatBackend`],
-//! checkpoints after every unit and resumes without redoing finished work.
+//! the glossary → translate → proofread → revise agents through the
+//! [`ChatBackend`](crate::engine::backend::ChatBackend), checkpoints after every unit and
+//! resumes without redoing finished work.
 //!
 //! Files in the output directory: `book/` (translated chapters), `glossary.json`,
 //! `proofreading_report.json` and `.md`, `run.json` (every model call), the checkpoint,
 //! and `memory/` (the translation memory: one file per finished unit, keyed by the unit's
 //! content, the glossary, the guide, the model and the generation parameters).
+//!
+//! One file per stage, sequenced by [`manager::run`]: `plan` (units, glossary, guide,
+//! fingerprint) → `glossary_stage` → `scheduler` (translation, with `passage`'s checks and
+//! fallback cascade) → `chapters` → `review` (proofreading) → `run_report` (`run.json`).
 
+mod chapters;
 pub mod checkpoint;
 pub mod glossary_agent;
 mod glossary_stage;
 pub mod manager;
 pub mod passage;
+mod plan;
+mod review;
+mod run_report;
 pub mod sample_book;
 pub use glossary_stage::HouseTerms;
 mod scheduler;

@@ -1,0 +1,53 @@
+//! The chapters stage: each chapter put back together from its units — translated where
+//! the unit finished, in the source language where the run stopped before it — and written
+//! under `book/`, mirroring the input tree.
+
+use super::manager::Manager;
+use crate::units::{reassemble, restore_placeholders};
+use crate::util::{sha256_hex, write_atomic};
+use anyhow::Result;
+
+/// A chapter as written: its name and the text of each of its units.
+pub(super) struct ChapterText {
+    pub(super) name: String,
+    pub(super) texts: Vec<String>,
+}
+
+/// Write every chapter and record it in the checkpoint's file index.
+pub(super) fn write(
+    m: &mut Manager,
+    translations: &[Vec<Option<String>>],
+) -> Result<Vec<ChapterText>> {
+    let plan = m.plan;
+    let book_dir = m.out.join("book");
+    let mut chapter_texts = Vec::new();
+    for (ci, chapter) in plan.book.chapters.iter().enumerate() {
+        let units = &plan.units[ci];
+        let texts: Vec<String> = units
+            .iter()
+            .zip(&translations[ci])
+            .map(|(u, t)| {
+                t.clone().unwrap_or_else(|| {
+                    restore_placeholders(u, &u.protected).unwrap_or_else(|_| u.source.clone())
+                })
+            })
+            .collect();
+        let text = reassemble(units, &texts);
+        let path = book_dir.join(&chapter.rel_path);
+        write_atomic(&path, text.as_bytes())?;
+        m.checkpoint
+            .value
+            .result
+            .manager_context_final
+            .file_index
+            .insert(
+                format!("book/{}", chapter.name()),
+                sha256_hex(text.as_bytes()),
+            );
+        chapter_texts.push(ChapterText {
+            name: chapter.name(),
+            texts,
+        });
+    }
+    Ok(chapter_texts)
+}

@@ -1,0 +1,128 @@
+//! The run-report stage: `run.json` (this run's model calls and their totals), the final
+//! checkpoint, and the [`RunSummary`] the CLI prints.
+
+use super::checkpoint::TrackerCall;
+use super::manager::{Manager, RunSummary};
+use super::scheduler::Translated;
+use crate::engine::backend::LocalBackend;
+use crate::report::{
+    write_json, CallRecord, PrefixCacheTotals, ProofreadingReport, RunReport, RunTotals,
+};
+use anyhow::Result;
+use serde_json::json;
+use std::path::Path;
+
+/// Write `run.json` over the calls from `calls_before` on, close the checkpoint (complete,
+/// or why the run stopped) and sum the run up.
+pub(super) fn finish(
+    m: &mut Manager,
+    backend: &LocalBackend,
+    model_path: &Path,
+    calls_before: usize,
+    done: &Translated,
+    proof: &ProofreadingReport,
+    stopped: Option<String>,
+) -> Result<RunSummary> {
+    let calls: Vec<TrackerCall> = m.checkpoint.value.result.tracker_calls[calls_before..].to_vec();
+    let run = run_report(m, backend, model_path, &calls, done);
+    write_json(&m.out.join("run.json"), &run)?;
+    let sum = &proof.summary;
+    let complete = sum.remaining == 0;
+    {
+        let r = &mut m.checkpoint.value.result;
+        r.report =
+            json!({"path": "proofreading_report.json", "summary": serde_json::to_value(sum)?});
+        r.quire.complete = complete;
+        r.quire.stopped = stopped.clone();
+    }
+    m.save()?;
+    let t = &run.totals;
+    let summary = RunSummary {
+        units: sum.units,
+        passed: sum.passed,
+        revised: done.revised,
+        blocked: sum.blocked,
+        reused: done.reused,
+        remaining: sum.remaining,
+        complete,
+        qa_errors: sum.qa_errors,
+        house_term_adherence: sum.house_term_adherence_percent,
+        calls: t.calls,
+        cache_hit_rate: t.cache_hit_rate,
+        wall_seconds: t.wall_seconds,
+        tokens_per_second: t.tokens_per_second,
+        context_peak_tokens: done.context_peak,
+        orchestrated_context_peak_tokens: done.orchestrated_peak,
+        manager_context_peak_bytes: m.checkpoint.value.result.manager_context_peak,
+        out_dir: m.out.clone(),
+    };
+    if let Some(reason) = &stopped {
+        eprintln!(
+            "stopped early: {reason}; {} unit(s) left — rerun the same command to continue",
+            sum.remaining
+        );
+    }
+    Ok(summary)
+}
+
+/// `run.json`'s data: each call, then the sums and rates over them.
+fn run_report(
+    m: &Manager,
+    backend: &LocalBackend,
+    model_path: &Path,
+    calls: &[TrackerCall],
+    done: &Translated,
+) -> RunReport {
+    let prompt_total: usize = calls.iter().map(|c| c.prompt_tokens).sum();
+    let cached_total: usize = calls.iter().map(|c| c.cached_prefix_tokens).sum();
+    let completion_total: usize = calls.iter().map(|c| c.completion_tokens).sum();
+    let model_seconds: f64 = calls.iter().map(|c| c.busy_seconds).sum();
+    let wall = m.started.elapsed().as_secs_f64();
+    let hit_rate = if prompt_total == 0 {
+        0.0
+    } else {
+        cached_total as f64 / prompt_total as f64
+    };
+    let tps = if model_seconds > 0.0 {
+        completion_total as f64 / model_seconds
+    } else {
+        0.0
+    };
+    RunReport {
+        model: m.model_name.clone(),
+        model_path: model_path.display().to_string(),
+        device: m.device.clone(),
+        mode: m.checkpoint.value.result.mode.clone(),
+        calls: calls
+            .iter()
+            .map(|c| CallRecord {
+                agent: c.agent.clone(),
+                unit: c.note.clone(),
+                prompt_tokens: c.prompt_tokens,
+                cached_prefix_tokens: c.cached_prefix_tokens,
+                cache_source: c.cache_source.clone(),
+                completion_tokens: c.completion_tokens,
+                latency_seconds: c.latency_seconds,
+                busy_seconds: c.busy_seconds,
+                ttft_seconds: c.ttft_seconds,
+                outcome: c.outcome.clone(),
+                model: c.model.clone(),
+                device: c.device.clone(),
+            })
+            .collect(),
+        totals: RunTotals {
+            calls: calls.len(),
+            prompt_tokens: prompt_total,
+            cached_prefix_tokens: cached_total,
+            completion_tokens: completion_total,
+            cache_hit_rate: hit_rate,
+            wall_seconds: wall,
+            model_seconds,
+            tokens_per_second: tps,
+            reused_units: done.reused,
+            context_peak_tokens: done.context_peak,
+            orchestrated_context_peak_tokens: done.orchestrated_peak,
+            prefix_cache: PrefixCacheTotals::from(&backend.store.stats),
+        },
+    }
+}
