@@ -9,7 +9,7 @@
 use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
-use crate::engine::generate::GenerationParams;
+use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
 use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
@@ -71,9 +71,19 @@ pub fn max_new_tokens(text: &str) -> usize {
 pub fn accept_unit(
     unit: &Unit,
     skeleton: &Skeleton,
-    reply: &str,
+    reply: &Completion,
     ctx: &CheckContext,
 ) -> std::result::Result<(String, Vec<Finding>), Vec<Finding>> {
+    if let Some(why) = cut_short(reply) {
+        return Err(vec![finding(
+            unit,
+            Category::LengthRatio,
+            Severity::Error,
+            why,
+            "translate the whole passage",
+        )]);
+    }
+    let reply = reply.text.as_str();
     let target = ctx.target_lang.clone();
     let lines: Vec<&str> = reply.trim().split('\n').collect();
     if lines.len() != skeleton.segments.len() {
@@ -131,6 +141,18 @@ pub fn accept_unit(
     let text = skeleton.assemble(unit, &restored);
     let findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
     Ok((text, findings))
+}
+
+/// Why a reply did not end by itself (its token allowance, the context, or the constraint
+/// left it no token), if it did not: such a reply is cut short, whatever it holds.
+pub fn cut_short(reply: &Completion) -> Option<String> {
+    match reply.finish {
+        FinishReason::Eos | FinishReason::Stop => None,
+        other => Some(format!(
+            "the reply was cut short ({other:?}) after {} tokens",
+            reply.completion_tokens
+        )),
+    }
 }
 
 /// The length ratio of `translated` to `source` when it is far from what the two
@@ -277,6 +299,7 @@ fn translate_pieces(
     for ((seg, reply), i) in segs.iter().zip(replies).zip(1..) {
         let ok = restore_segment(unit, seg, reply.text.trim())
             .ok()
+            .filter(|_| cut_short(&reply).is_none())
             .filter(|_| out_of_step(&seg.text, reply.text.trim(), ctx).is_none())
             .filter(|t| {
                 let src = restore_segment(unit, seg, &seg.text).unwrap_or_default();
@@ -382,6 +405,20 @@ mod tests {
         );
     }
 
+    fn reply(text: &str, finish: FinishReason) -> Completion {
+        Completion {
+            text: text.to_string(),
+            prompt_tokens: 0,
+            cached_tokens: 0,
+            cache_source: "none",
+            completion_tokens: 9,
+            latency_seconds: 0.0,
+            busy_seconds: 0.0,
+            ttft_seconds: 0.0,
+            finish,
+        }
+    }
+
     fn unit(md: &str) -> Unit {
         let ch = crate::book::Chapter {
             rel_path: "c.md".into(),
@@ -404,11 +441,16 @@ mod tests {
         // The first line skipped, the second's translation in its place, a line invented.
         let skipped =
             "用户和 Agent 的对话如下：\n用户：你好，我叫 Bo，你是谁？Agent：我是一个大型语言模型。";
-        let err = accept_unit(&u, &sk, skipped, &ctx).unwrap_err();
+        let err = accept_unit(&u, &sk, &reply(skipped, FinishReason::Eos), &ctx).unwrap_err();
         assert!(err[0].evidence.contains("line 1"), "{err:?}");
         assert_eq!(err[0].category, Category::LengthRatio);
         let good = "用户记忆系统的本质是一个主动的、持续的学习过程，其目标是构建一个关于用户的简洁模型。\n用一个具体的例子来理解这个过程。假设用户和 Agent 有以下对话：";
-        assert!(accept_unit(&u, &sk, good, &ctx).is_ok());
+        assert!(accept_unit(&u, &sk, &reply(good, FinishReason::Eos), &ctx).is_ok());
+        // The same text cut off by the token allowance or the constraint is not accepted.
+        for cut in [FinishReason::Length, FinishReason::Constraint] {
+            let err = accept_unit(&u, &sk, &reply(good, cut), &ctx).unwrap_err();
+            assert!(err[0].evidence.contains("cut short"), "{err:?}");
+        }
         // Short lines say nothing either way; a same-density pair has its own typical ratio.
         assert_eq!(out_of_step("Summary", "总结", &ctx), None);
         let de = CheckContext::new("en", "de");

@@ -338,7 +338,7 @@ impl Scheduler {
             .max(orchestrated_prompt + done.completion_tokens);
         m.set_state(unit, UnitState::Reviewing)?;
         let skeleton = Skeleton::of(unit);
-        let (text, findings) = match passage::accept_unit(unit, &skeleton, &done.text, &terms.ctx) {
+        let (text, findings) = match passage::accept_unit(unit, &skeleton, &done, &terms.ctx) {
             Ok((text, findings)) => (Some(text), findings),
             Err(findings) => (None, findings),
         };

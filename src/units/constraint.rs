@@ -188,7 +188,9 @@ fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool, braces_ok: bo
                 return braces_ok && seen.iter().all(|&s| s);
             }
             if digits.is_empty() {
-                return true;
+                // Only the start of a placeholder still to write (or of the passage's
+                // own brace text).
+                return braces_ok || seen.iter().any(|&s| !s);
             }
             // Unfinished: the digits so far must begin an unused placeholder.
             return allowed
@@ -306,6 +308,15 @@ mod tests {
         assert!(
             ok(&c, "调用 {{{1}}"),
             "a brace of its own before a placeholder"
+        );
+        let one = PassageConstraint::new("Call {{1}} now.");
+        assert!(
+            !ok(&one, "调用 {{1}} 以及 {{"),
+            "no placeholder left to start"
+        );
+        assert!(
+            !ok(&one, "调用 {{1}} 以及 {{  }"),
+            "nor a brace run after it"
         );
         assert!(!ok(&c, "调用 {{1x"), "not a placeholder either");
         let own = PassageConstraint::new("Render {{1}} with {{name}} filled in.");
