@@ -87,37 +87,7 @@ pub struct RunTotals {
     /// The orchestrated mode's largest prompt for the same units.
     pub orchestrated_context_peak_tokens: usize,
     /// Prefix-cache hits and misses.
-    pub prefix_cache: PrefixCacheTotals,
-}
-
-/// The prefix cache's accounting at the end of the run (the fields of [`PrefixStats`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PrefixCacheTotals {
-    /// Lookups that reused at least one token from memory.
-    pub memory_hits: usize,
-    /// Lookups satisfied from disk.
-    pub disk_hits: usize,
-    /// Lookups that reused nothing.
-    pub misses: usize,
-    /// Prompt tokens whose KV came from the cache.
-    pub hit_tokens: usize,
-    /// Prompt tokens computed.
-    pub computed_tokens: usize,
-    /// Entries evicted for the memory budget.
-    pub evictions: usize,
-}
-
-impl From<&PrefixStats> for PrefixCacheTotals {
-    fn from(s: &PrefixStats) -> Self {
-        PrefixCacheTotals {
-            memory_hits: s.memory_hits,
-            disk_hits: s.disk_hits,
-            misses: s.misses,
-            hit_tokens: s.hit_tokens,
-            computed_tokens: s.computed_tokens,
-            evictions: s.evictions,
-        }
-    }
+    pub prefix_cache: PrefixStats,
 }
 
 /// `proofreading_report.json`: what the deterministic checks and the model review found.

@@ -5,9 +5,7 @@ use super::checkpoint::TrackerCall;
 use super::manager::{Manager, RunSummary};
 use super::scheduler::Translated;
 use crate::engine::backend::LocalBackend;
-use crate::report::{
-    write_json, CallRecord, PrefixCacheTotals, ProofreadingReport, RunReport, RunTotals,
-};
+use crate::report::{write_json, CallRecord, ProofreadingReport, RunReport, RunTotals};
 use anyhow::Result;
 use serde_json::json;
 use std::path::Path;
@@ -122,7 +120,7 @@ fn run_report(
             reused_units: done.reused,
             context_peak_tokens: done.context_peak,
             orchestrated_context_peak_tokens: done.orchestrated_peak,
-            prefix_cache: PrefixCacheTotals::from(&backend.store.stats),
+            prefix_cache: backend.store.stats.clone(),
         },
     }
 }

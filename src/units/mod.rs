@@ -569,237 +569,263 @@ fn trim_range(text: &str, r: Range<usize>) -> Range<usize> {
     }
 }
 
+fn add_span(text: &str, spans: &mut Vec<Span>, r: Range<usize>, kind: PlaceholderKind) {
+    let r = trim_range(text, r);
+    if !r.is_empty() && r.end <= text.len() {
+        spans.push(Span { range: r, kind });
+    }
+}
+
+/// One pass of pulldown-cmark over a chapter: its top-level blocks, the spans to protect
+/// and the inline containers.
+struct Scanner<'a> {
+    text: &'a str,
+    scan: Scan,
+    spans: Vec<Span>,
+    depth: usize,
+    skip_until: usize,
+    verbatim_top: bool,
+    links: Vec<LinkFrame>,
+}
+
 fn scan(text: &str) -> Scan {
-    let mut scan = Scan::default();
-    let mut spans: Vec<Span> = Vec::new();
-    let mut depth = 0usize;
-    let mut skip_until = 0usize;
-    let mut verbatim_top = false;
-    let mut links: Vec<LinkFrame> = Vec::new();
-    let add = |spans: &mut Vec<Span>, r: Range<usize>, kind: PlaceholderKind| {
-        let r = trim_range(text, r);
-        if !r.is_empty() && r.end <= text.len() {
-            spans.push(Span { range: r, kind });
-        }
+    let mut s = Scanner {
+        text,
+        scan: Scan::default(),
+        spans: Vec::new(),
+        depth: 0,
+        skip_until: 0,
+        verbatim_top: false,
+        links: Vec::new(),
     };
     for (event, r) in Parser::new_ext(text, markdown_options()).into_offset_iter() {
         let r = r.start.min(text.len())..r.end.min(text.len());
-        for f in links.iter_mut() {
+        for f in s.links.iter_mut() {
             if r.start >= f.range.start && r.end <= f.range.end && r != f.range {
                 f.max_end = f.max_end.max(r.end);
             }
         }
-        let inside_skip = r.start < skip_until;
         match event {
-            Event::Start(tag) => {
-                if depth == 0 {
-                    let kind = match &tag {
-                        Tag::Paragraph => TopKind::Paragraph,
-                        Tag::Heading { .. } => TopKind::Heading,
-                        Tag::List(_) => TopKind::List,
-                        Tag::BlockQuote(_) => TopKind::BlockQuote,
-                        Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => {
-                            TopKind::Verbatim
-                        }
-                        _ => TopKind::Atomic,
-                    };
-                    verbatim_top = kind == TopKind::Verbatim;
-                    scan.blocks.push(TopBlock {
-                        range: r.clone(),
-                        kind,
-                        children: Vec::new(),
-                        math_only: kind == TopKind::Paragraph,
-                        saw_math: false,
-                    });
-                } else if depth == 1 {
-                    if let Some(b) = scan.blocks.last_mut() {
-                        b.children.push(r.start);
-                        if b.kind == TopKind::Paragraph {
-                            b.math_only = false;
-                        }
-                    }
-                } else if let Some(b) = scan.blocks.last_mut() {
+            Event::Start(tag) => s.start(tag, r),
+            Event::End(end) => s.end(end, r),
+            Event::Rule if s.depth == 0 => s.top_verbatim(r),
+            other => s.leaf(other, r),
+        }
+    }
+    s.finish()
+}
+
+impl Scanner<'_> {
+    fn add(&mut self, r: Range<usize>, kind: PlaceholderKind) {
+        add_span(self.text, &mut self.spans, r, kind);
+    }
+
+    /// A top-level block kept verbatim (a rule, or text pulldown-cmark gives outside one).
+    fn top_verbatim(&mut self, r: Range<usize>) {
+        self.scan.blocks.push(TopBlock {
+            range: r,
+            kind: TopKind::Verbatim,
+            children: Vec::new(),
+            math_only: false,
+            saw_math: false,
+        });
+    }
+
+    /// The start of a block or an inline container.
+    fn start(&mut self, tag: Tag, r: Range<usize>) {
+        let text = self.text;
+        let inside_skip = r.start < self.skip_until;
+        if self.depth == 0 {
+            let kind = match &tag {
+                Tag::Paragraph => TopKind::Paragraph,
+                Tag::Heading { .. } => TopKind::Heading,
+                Tag::List(_) => TopKind::List,
+                Tag::BlockQuote(_) => TopKind::BlockQuote,
+                Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => TopKind::Verbatim,
+                _ => TopKind::Atomic,
+            };
+            self.verbatim_top = kind == TopKind::Verbatim;
+            self.scan.blocks.push(TopBlock {
+                range: r.clone(),
+                kind,
+                children: Vec::new(),
+                math_only: kind == TopKind::Paragraph,
+                saw_math: false,
+            });
+        } else if self.depth == 1 {
+            if let Some(b) = self.scan.blocks.last_mut() {
+                b.children.push(r.start);
+                if b.kind == TopKind::Paragraph {
                     b.math_only = false;
                 }
-                depth += 1;
-                if verbatim_top || inside_skip {
-                    continue;
-                }
-                match tag {
-                    Tag::CodeBlock(_) => {
-                        add(&mut spans, r.clone(), PlaceholderKind::CodeBlock);
-                        skip_until = r.end;
-                    }
-                    Tag::HtmlBlock => {
-                        add(&mut spans, r.clone(), PlaceholderKind::HtmlBlock);
-                        skip_until = r.end;
-                    }
-                    Tag::MetadataBlock(_) => skip_until = r.end,
-                    Tag::FootnoteDefinition(_) => {
-                        if let Some(s) = text.get(r.clone()) {
-                            if s.starts_with("[^") {
-                                if let Some(p) = s.find("]:") {
-                                    add(
-                                        &mut spans,
-                                        r.start..r.start + p + 2,
-                                        PlaceholderKind::FootnoteLabel,
-                                    );
-                                    if let Some(c) = citation_in(s, p + 2) {
-                                        add(
-                                            &mut spans,
-                                            r.start + c.start..r.start + c.end,
-                                            PlaceholderKind::Citation,
-                                        );
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    Tag::Link { link_type, .. } | Tag::Image { link_type, .. } => {
-                        let is_image = text.get(r.start..).is_some_and(|s| s.starts_with("!["));
-                        let label_kind = match link_type {
-                            LinkType::Inline => Some(true),
-                            LinkType::Reference | LinkType::ReferenceUnknown => Some(false),
-                            _ => None,
+            }
+        } else if let Some(b) = self.scan.blocks.last_mut() {
+            b.math_only = false;
+        }
+        self.depth += 1;
+        if self.verbatim_top || inside_skip {
+            return;
+        }
+        match tag {
+            Tag::CodeBlock(_) => {
+                self.add(r.clone(), PlaceholderKind::CodeBlock);
+                self.skip_until = r.end;
+            }
+            Tag::HtmlBlock => {
+                self.add(r.clone(), PlaceholderKind::HtmlBlock);
+                self.skip_until = r.end;
+            }
+            Tag::MetadataBlock(_) => self.skip_until = r.end,
+            Tag::FootnoteDefinition(_) => self.footnote_definition(r),
+            Tag::Link { link_type, .. } | Tag::Image { link_type, .. } => {
+                let is_image = text.get(r.start..).is_some_and(|s| s.starts_with("!["));
+                let label_kind = match link_type {
+                    LinkType::Inline => Some(true),
+                    LinkType::Reference | LinkType::ReferenceUnknown => Some(false),
+                    _ => None,
+                };
+                match label_kind {
+                    None => {
+                        let kind = if matches!(link_type, LinkType::Autolink | LinkType::Email) {
+                            PlaceholderKind::Autolink
+                        } else {
+                            PlaceholderKind::LinkLabel
                         };
-                        match label_kind {
-                            None => {
-                                let kind =
-                                    if matches!(link_type, LinkType::Autolink | LinkType::Email) {
-                                        PlaceholderKind::Autolink
-                                    } else {
-                                        PlaceholderKind::LinkLabel
-                                    };
-                                add(&mut spans, r.clone(), kind);
-                                skip_until = r.end;
-                            }
-                            Some(_) => {
-                                let text_start = r.start + if is_image { 2 } else { 1 };
-                                links.push(LinkFrame {
-                                    range: r.clone(),
-                                    max_end: text_start.min(r.end),
-                                    label_kind,
-                                });
-                                scan.containers.push(r.clone());
-                            }
-                        }
+                        self.add(r.clone(), kind);
+                        self.skip_until = r.end;
                     }
-                    Tag::Emphasis
-                    | Tag::Strong
-                    | Tag::Strikethrough
-                    | Tag::Superscript
-                    | Tag::Subscript => scan.containers.push(r.clone()),
-                    _ => {}
+                    Some(_) => {
+                        let text_start = r.start + if is_image { 2 } else { 1 };
+                        self.links.push(LinkFrame {
+                            range: r.clone(),
+                            max_end: text_start.min(r.end),
+                            label_kind,
+                        });
+                        self.scan.containers.push(r);
+                    }
                 }
             }
-            Event::End(end) => {
-                depth = depth.saturating_sub(1);
-                if matches!(end, TagEnd::Link | TagEnd::Image) {
-                    if let Some(pos) = links.iter().rposition(|f| f.range == r) {
-                        let f = links.remove(pos);
-                        link_target_span(text, &f, &mut spans);
-                    }
-                }
-                if depth == 0 {
-                    verbatim_top = false;
-                }
-            }
-            Event::Rule if depth == 0 => {
-                scan.blocks.push(TopBlock {
-                    range: r.clone(),
-                    kind: TopKind::Verbatim,
-                    children: Vec::new(),
-                    math_only: false,
-                    saw_math: false,
-                });
-            }
-            other => {
-                if depth == 0 {
-                    // Not expected from pulldown-cmark; keep such text verbatim.
-                    scan.blocks.push(TopBlock {
-                        range: r.clone(),
-                        kind: TopKind::Verbatim,
-                        children: Vec::new(),
-                        math_only: false,
-                        saw_math: false,
-                    });
-                    continue;
-                }
-                let is_math = matches!(other, Event::DisplayMath(_));
-                let blank_text = matches!(&other, Event::Text(t) if t.trim().is_empty());
-                if let Some(b) = scan.blocks.last_mut() {
-                    if is_math {
-                        b.saw_math = true;
-                    } else if !matches!(other, Event::SoftBreak | Event::HardBreak) && !blank_text {
-                        b.math_only = false;
-                    }
-                }
-                if verbatim_top || inside_skip {
-                    continue;
-                }
-                match other {
-                    Event::Code(_) => add(&mut spans, r, PlaceholderKind::InlineCode),
-                    Event::InlineMath(_) | Event::DisplayMath(_) => {
-                        add(&mut spans, r, PlaceholderKind::Math)
-                    }
-                    Event::InlineHtml(_) | Event::Html(_) => {
-                        add(&mut spans, r, PlaceholderKind::InlineHtml)
-                    }
-                    Event::FootnoteReference(_) => {
-                        add(&mut spans, r, PlaceholderKind::FootnoteLabel)
-                    }
-                    Event::Text(_) => {
-                        if let Some(s) = text.get(r.clone()) {
-                            for m in BARE_URL_RE.find_iter(s) {
-                                let u = trim_url(m.as_str());
-                                add(
-                                    &mut spans,
-                                    r.start + m.start()..r.start + m.start() + u.len(),
-                                    PlaceholderKind::Url,
-                                );
-                            }
-                            for m in IDENTIFIER_RE.find_iter(s) {
-                                if is_identifier(m.as_str()) {
-                                    add(
-                                        &mut spans,
-                                        r.start + m.start()..r.start + m.end(),
-                                        PlaceholderKind::Identifier,
-                                    );
-                                }
-                            }
-                            for m in PLACEHOLDER_RE.find_iter(s) {
-                                add(
-                                    &mut spans,
-                                    r.start + m.start()..r.start + m.end(),
-                                    PlaceholderKind::Literal,
-                                );
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+            Tag::Emphasis
+            | Tag::Strong
+            | Tag::Strikethrough
+            | Tag::Superscript
+            | Tag::Subscript => self.scan.containers.push(r),
+            _ => {}
+        }
+    }
+
+    /// A footnote definition's `[^x]:` label, and the bibliographic reference it ends with.
+    fn footnote_definition(&mut self, r: Range<usize>) {
+        let Some(s) = self.text.get(r.clone()) else {
+            return;
+        };
+        if !s.starts_with("[^") {
+            return;
+        }
+        if let Some(p) = s.find("]:") {
+            self.add(r.start..r.start + p + 2, PlaceholderKind::FootnoteLabel);
+            if let Some(c) = citation_in(s, p + 2) {
+                self.add(
+                    r.start + c.start..r.start + c.end,
+                    PlaceholderKind::Citation,
+                );
             }
         }
     }
-    // Sort, then keep the outermost of overlapping spans.
-    spans.sort_by(|a, b| {
-        a.range
-            .start
-            .cmp(&b.range.start)
-            .then(b.range.end.cmp(&a.range.end))
-    });
-    let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
-    for s in spans {
-        if !text.is_char_boundary(s.range.start) || !text.is_char_boundary(s.range.end) {
-            continue;
+
+    fn end(&mut self, end: TagEnd, r: Range<usize>) {
+        self.depth = self.depth.saturating_sub(1);
+        if matches!(end, TagEnd::Link | TagEnd::Image) {
+            if let Some(pos) = self.links.iter().rposition(|f| f.range == r) {
+                let f = self.links.remove(pos);
+                link_target_span(self.text, &f, &mut self.spans);
+            }
         }
-        match kept.last() {
-            Some(last) if s.range.start < last.range.end => {}
-            _ => kept.push(s),
+        if self.depth == 0 {
+            self.verbatim_top = false;
         }
     }
-    scan.spans = kept;
-    scan
+
+    /// An event inside a block: text, code, math, HTML, footnote references, breaks.
+    fn leaf(&mut self, other: Event, r: Range<usize>) {
+        if self.depth == 0 {
+            // Not expected from pulldown-cmark; keep such text verbatim.
+            self.top_verbatim(r);
+            return;
+        }
+        let is_math = matches!(other, Event::DisplayMath(_));
+        let blank_text = matches!(&other, Event::Text(t) if t.trim().is_empty());
+        if let Some(b) = self.scan.blocks.last_mut() {
+            if is_math {
+                b.saw_math = true;
+            } else if !matches!(other, Event::SoftBreak | Event::HardBreak) && !blank_text {
+                b.math_only = false;
+            }
+        }
+        if self.verbatim_top || r.start < self.skip_until {
+            return;
+        }
+        match other {
+            Event::Code(_) => self.add(r, PlaceholderKind::InlineCode),
+            Event::InlineMath(_) | Event::DisplayMath(_) => self.add(r, PlaceholderKind::Math),
+            Event::InlineHtml(_) | Event::Html(_) => self.add(r, PlaceholderKind::InlineHtml),
+            Event::FootnoteReference(_) => self.add(r, PlaceholderKind::FootnoteLabel),
+            Event::Text(_) => self.text_spans(r),
+            _ => {}
+        }
+    }
+
+    /// Protected spans inside plain text: bare URLs, identifiers, placeholder look-alikes.
+    fn text_spans(&mut self, r: Range<usize>) {
+        let Some(s) = self.text.get(r.clone()) else {
+            return;
+        };
+        for m in BARE_URL_RE.find_iter(s) {
+            let u = trim_url(m.as_str());
+            self.add(
+                r.start + m.start()..r.start + m.start() + u.len(),
+                PlaceholderKind::Url,
+            );
+        }
+        for m in IDENTIFIER_RE.find_iter(s) {
+            if is_identifier(m.as_str()) {
+                self.add(
+                    r.start + m.start()..r.start + m.end(),
+                    PlaceholderKind::Identifier,
+                );
+            }
+        }
+        for m in PLACEHOLDER_RE.find_iter(s) {
+            self.add(
+                r.start + m.start()..r.start + m.end(),
+                PlaceholderKind::Literal,
+            );
+        }
+    }
+
+    /// Sort the spans, keeping the outermost of overlapping ones.
+    fn finish(mut self) -> Scan {
+        let text = self.text;
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.sort_by(|a, b| {
+            a.range
+                .start
+                .cmp(&b.range.start)
+                .then(b.range.end.cmp(&a.range.end))
+        });
+        let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
+        for s in spans {
+            if !text.is_char_boundary(s.range.start) || !text.is_char_boundary(s.range.end) {
+                continue;
+            }
+            match kept.last() {
+                Some(last) if s.range.start < last.range.end => {}
+                _ => kept.push(s),
+            }
+        }
+        self.scan.spans = kept;
+        self.scan
+    }
 }
 
 fn link_target_span(text: &str, f: &LinkFrame, spans: &mut Vec<Span>) {

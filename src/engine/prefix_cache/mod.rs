@@ -43,7 +43,7 @@ struct Entry {
 }
 
 /// Hit/miss accounting.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PrefixStats {
     /// Lookups that reused at least one token from memory.
     pub memory_hits: usize,
