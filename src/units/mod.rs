@@ -110,7 +110,7 @@ pub enum PlaceholderKind {
     FootnoteLabel,
     /// Source text that looks like a placeholder, protected so restoration is unambiguous.
     Literal,
-    /// An identifier written in prose without backticks: a dotted name
+    /// An identifier written in prose without backticks: an e-mail address, a dotted name
     /// (`work.position.title`, `config.json`) or a snake_case one (`user_id`).
     Identifier,
     /// A bibliographic reference in a footnote definition (authors, title, venue, year):
@@ -211,10 +211,10 @@ static CITATION_RE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid citation regex")
 });
 
-/// A code identifier in prose: dotted (`a.b`, at least one part longer than a letter, so
-/// not `e.g`) or snake_case (`user_id`).
+/// A code identifier in prose: an e-mail address, dotted (`a.b`, at least one part longer
+/// than a letter, so not `e.g`) or snake_case (`user_id`).
 static IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\b|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+    Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b|\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\b|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
         .expect("valid identifier regex")
 });
 
@@ -1172,7 +1172,7 @@ mod tests {
     #[test]
     fn identifiers_in_prose_are_kept() {
         let units = roundtrip(
-            "Keys such as personal.contact.email or user_id stay, e.g. in config.json; U.S. style too.\n",
+            "Keys such as personal.contact.email or user_id stay, e.g. in config.json; U.S. style too. Mail john.doe@example.com.\n",
             1000,
         );
         let kept: Vec<&str> = units[0]
@@ -1182,7 +1182,12 @@ mod tests {
             .collect();
         assert_eq!(
             kept,
-            vec!["personal.contact.email", "user_id", "config.json"]
+            vec![
+                "personal.contact.email",
+                "user_id",
+                "config.json",
+                "john.doe@example.com"
+            ]
         );
     }
 
