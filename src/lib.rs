@@ -4,7 +4,8 @@
 //! [`prompts`] rendered through the model's chat template, the [`engine`] (model, tokenizer,
 //! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
 //! units into translations, [`checks`] proves the structure survived, and [`report`] writes
-//! what happened. [`model_store`] finds and fetches GGUF files; [`bench`](mod@bench) measures.
+//! what happened. The agents, prompts and checks share one [`glossary`]. [`model_store`]
+//! finds and fetches GGUF files; [`bench`](mod@bench) measures.
 
 #![warn(missing_docs)]
 
@@ -13,6 +14,7 @@ pub mod book;
 pub mod checks;
 pub mod cli;
 pub mod engine;
+pub mod glossary;
 pub mod model_store;
 pub mod prompts;
 pub mod report;

@@ -1,9 +1,12 @@
 //! `quire bench prefix`: what the prefix KV cache saves.
 //!
-//! N parts (by default the translatable units of the bundled sample book) are each sent
-//! behind one shared stable prefix of about P tokens (a translation guide and a glossary,
-//! rendered through the model's chat template, the split marked where the per-part text
-//! begins). For every part the prompt is computed twice on the CPU:
+//! N parts (by default the translatable units of the bundled sample book, as the model text
+//! `translate` sends) are each sent behind one shared stable prefix of about P tokens. The
+//! prompts are `translate`'s own: [`translate_prompt`] with the built-in guide and a
+//! glossary — the book's `glossary.json` as house terms, padded with suggested terms until
+//! the prefix is long enough — house terms written into the passage, the request and its
+//! split built as the translate stage builds them and tokenized as [`LocalBackend`] does.
+//! For every part the prompt is computed twice on the CPU:
 //!
 //! * **reuse**: the path `LocalBackend::complete` takes — `PrefixStore::checkout` (a copy of
 //!   the cached prefix's KV) and a prefill of the remaining tokens;
@@ -13,16 +16,25 @@
 //! logits are compared (the engine claims they are identical). The prefix is also saved to
 //! a `DiskPrefixCache` and loaded back, and the load is timed against recomputing the
 //! prefix; the disk-loaded KV is checked the same way.
+//!
+//! [`LocalBackend`]: crate::engine::backend::LocalBackend
 
 use super::svg::{bar_chart, Series};
 use super::sys::{self, Machine};
 use super::{argmax, english_text, fmt_opt, max_abs_diff, prompt_ids, table};
-use crate::engine::chat_template::Message;
+use crate::engine::backend::ChatRequest;
+use crate::engine::generate::GenerationParams;
 use crate::engine::kv_cache::KvCache;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
 use crate::engine::prefix_cache::PrefixStore;
-use crate::engine::stable_prefix::{split_prompt, PromptSplit, SplitPoint};
+use crate::engine::stable_prefix::{split_prompt, PromptSplit};
 use crate::engine::{Engine, LoadOptions};
+use crate::glossary::{Glossary, GlossaryEntry};
+use crate::prompts::agents::{translate_prompt, DEFAULT_GUIDE};
+use crate::translate::glossary_agent::house_terms;
+use crate::translate::manager::inject_house_terms;
+use crate::translate::passage;
+use crate::units::skeleton::Skeleton;
 use crate::units::{segment_chapter, EstimateTokens, UnitKind};
 use anyhow::{Context, Result};
 use candle_core::Device;
@@ -35,8 +47,9 @@ use std::time::Instant;
 /// (the reuse side still covers every part) and stays near three minutes.
 pub const DEFAULT_MAX_RECOMPUTE: usize = 4;
 
-/// The translation guide that opens the shared prefix.
-const GUIDE: &str = include_str!("../prompts/guide.zh-CN.md");
+/// The languages `translate` works in by default.
+const SOURCE_LANG: &str = "en";
+const TARGET_LANG: &str = "zh-CN";
 
 /// Glossary entries (English, Chinese, a sentence of context) that pad the prefix.
 const TERMS: &[(&str, &str, &str)] = &[
@@ -313,7 +326,7 @@ const TERMS: &[(&str, &str, &str)] = &[
     (
         "placeholder",
         "占位符",
-        "Placeholders such as ⟦3⟧ are copied unchanged and in the same order.",
+        "Placeholders such as {{3}} are copied unchanged and in the same order.",
     ),
     (
         "unit",
@@ -347,7 +360,8 @@ const TERMS: &[(&str, &str, &str)] = &[
 pub struct Part {
     /// Where it came from (a unit id, or `synthetic-N`).
     pub id: String,
-    /// The text sent behind the prefix.
+    /// The text sent behind the prefix (a unit's model text, before house terms are
+    /// written in).
     pub text: String,
 }
 
@@ -361,17 +375,19 @@ pub fn sample_book_dir() -> Option<PathBuf> {
     .find(|p| p.is_dir())
 }
 
-/// The translatable units of a book (their placeholder-protected text), segmented with a
-/// budget of `unit_tokens` estimated tokens.
+/// The translatable units of a book, segmented with a budget of `unit_tokens` estimated
+/// tokens, as the text `translate` gives the model (prose segments one per line, code and
+/// links as `{{n}}` placeholders).
 pub fn book_parts(dir: &Path, unit_tokens: usize) -> Result<Vec<Part>> {
     let book = crate::book::load_book(dir)?;
     let mut parts = Vec::new();
     for ch in &book.chapters {
         for u in segment_chapter(ch, unit_tokens, &EstimateTokens)? {
-            if u.kind == UnitKind::Translate && !u.protected.trim().is_empty() {
+            let text = Skeleton::of(&u).model_text();
+            if u.kind == UnitKind::Translate && !text.trim().is_empty() {
                 parts.push(Part {
                     id: u.id.clone(),
-                    text: u.protected.trim().to_string(),
+                    text,
                 });
             }
         }
@@ -397,102 +413,106 @@ pub fn synthetic_parts(n: usize, first_index: usize) -> Vec<Part> {
         .collect()
 }
 
-/// Head of the user message, before the per-part text (part of the stable prefix).
-const USER_HEAD: &str = "Translate the following passage from English into Simplified Chinese. Follow the guide and the glossary above. Keep every Markdown marker and every placeholder such as ⟦1⟧ unchanged.\n\nPassage:\n\n";
-
-/// The shared system message: the guide and a glossary, lengthened one glossary line at a
-/// time until the rendered stable prefix has at least `target_tokens` tokens.
+/// The shared prefix: the stable part of `translate`'s translation prompt — the built-in
+/// guide and a glossary, lengthened one suggested term at a time until the rendered
+/// stable prefix has at least `target_tokens` tokens.
 pub struct SharedPrefix {
-    /// System message.
-    pub system: String,
-    /// Glossary lines it holds.
-    pub glossary_lines: usize,
+    /// The glossary in the prompt: the book's house terms, then the padding (one line of
+    /// the prompt each).
+    pub glossary: Glossary,
 }
 
 impl SharedPrefix {
-    /// The conversation for one part and where its per-part content starts.
-    pub fn messages(&self, part: &str) -> (Vec<Message>, SplitPoint) {
-        (
-            vec![
-                Message::system(self.system.clone()),
-                Message::user(format!("{USER_HEAD}{part}")),
-            ],
-            SplitPoint {
-                message: 1,
-                offset: USER_HEAD.len(),
-            },
+    /// The request `translate` sends for `part` (a unit's model text, no revision, no
+    /// worked example): house terms written into the passage, the terms found in it listed,
+    /// the reply constrained to the passage's placeholders and lines.
+    pub fn request(&self, part: &str) -> Result<ChatRequest> {
+        let passage = inject_house_terms(part, &self.glossary);
+        let p = translate_prompt(
+            DEFAULT_GUIDE,
+            SOURCE_LANG,
+            TARGET_LANG,
+            &self.glossary.entries,
+            &self.glossary.found_in(part),
+            &[],
+            &passage,
+            None,
+        )?;
+        Ok(ChatRequest {
+            messages: p.messages,
+            split: p.split,
+            params: passage::constrained(
+                &GenerationParams::default(),
+                &passage,
+                TARGET_LANG,
+                passage::max_new_tokens(part),
+            ),
+        })
+    }
+
+    /// `part`'s prompt tokenized and split as [`crate::engine::backend::LocalBackend`]
+    /// does.
+    pub fn split(&self, engine: &Engine, part: &str) -> Result<PromptSplit> {
+        let req = self.request(part)?;
+        split_prompt(
+            &engine.template,
+            &engine.tokenizer,
+            &req.messages,
+            req.split,
         )
     }
 
-    /// Build a prefix of about `target_tokens` tokens for `engine`'s template and tokenizer.
-    pub fn build(
-        engine: &Engine,
-        target_tokens: usize,
-        book_glossary: &[(String, String, String)],
-    ) -> Result<Self> {
-        let line = |k: usize| -> String {
-            match book_glossary.get(k) {
-                Some((en, zh, ctx)) => format!("- {en} → {zh}. {ctx}"),
-                None => {
-                    let j = k - book_glossary.len();
-                    let (en, zh, ctx) = TERMS[j % TERMS.len()];
-                    let round = j / TERMS.len();
-                    let note = if round == 0 {
-                        String::new()
-                    } else {
-                        format!(" (see also part {})", round + 1)
-                    };
-                    format!("- {en} → {zh}. {ctx}{note}")
-                }
-            }
+    /// Build a prefix of about `target_tokens` tokens for `engine`'s template and tokenizer
+    /// from the book's glossary (its house terms), padded with suggested terms.
+    pub fn build(engine: &Engine, target_tokens: usize, book_glossary: &Glossary) -> Result<Self> {
+        let mut prefix = Self {
+            glossary: house_terms(book_glossary),
         };
-        let tokens_of = |system: &str| -> Result<usize> {
-            let p = Self {
-                system: system.to_string(),
-                glossary_lines: 0,
-            };
-            let (msgs, at) = p.messages("Hello.");
-            Ok(split_prompt(&engine.template, &engine.tokenizer, &msgs, at)?.stable_tokens)
-        };
-        let mut system = format!(
-            "{}\n\nGlossary (use these translations every time):\n",
-            GUIDE.trim()
-        );
-        let mut count = 0usize;
-        let mut have = tokens_of(&system)?;
+        let tokens_of =
+            |p: &Self| -> Result<usize> { Ok(p.split(engine, "Hello.")?.stable_tokens) };
+        let mut have = tokens_of(&prefix)?;
+        let mut added = 0usize;
         while have < target_tokens {
-            system.push_str(&line(count));
-            system.push('\n');
-            count += 1;
+            prefix.glossary.entries.push(pad_term(added));
+            added += 1;
             // Re-tokenize after every line near the target, every eight lines far from it.
-            if count.is_multiple_of(8) || have + 8 * 40 >= target_tokens {
-                have = tokens_of(&system)?;
+            if added.is_multiple_of(8) || have + 8 * 40 >= target_tokens {
+                have = tokens_of(&prefix)?;
             }
         }
-        Ok(Self {
-            system,
-            glossary_lines: count,
-        })
+        Ok(prefix)
     }
 }
 
-/// The sample book's glossary (`glossary.json`: a list of `{en, zh, context}`).
-pub fn book_glossary(dir: &Path) -> Vec<(String, String, String)> {
-    let Ok(text) = std::fs::read_to_string(dir.join("glossary.json")) else {
-        return Vec::new();
+/// The `k`-th padding term: a reviewed suggestion (listed in the prompt, not written into
+/// passages). Past the end of [`TERMS`] the list repeats with the round's number on each
+/// term, so that every line stays distinct.
+fn pad_term(k: usize) -> GlossaryEntry {
+    let (en, zh, ctx) = TERMS[k % TERMS.len()];
+    let round = k / TERMS.len();
+    let (source, target) = if round == 0 {
+        (en.to_string(), zh.to_string())
+    } else {
+        (format!("{en} {}", round + 1), format!("{zh} {}", round + 1))
     };
-    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(&text)
-    else {
-        return Vec::new();
-    };
-    items
-        .iter()
-        .filter_map(|v| {
-            let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-            let (en, zh) = (s("en"), s("zh"));
-            (!en.is_empty() && !zh.is_empty()).then(|| (en, zh, s("context")))
-        })
-        .collect()
+    GlossaryEntry {
+        source,
+        target: vec![target],
+        pos: None,
+        context: Some(ctx.to_string()),
+        house: false,
+        needs_review: false,
+    }
+}
+
+/// The glossary of the book in `dir` (`glossary.json`, as `translate` reads a house
+/// glossary); empty when it has none.
+pub fn book_glossary(dir: &Path) -> Result<Glossary> {
+    let path = dir.join("glossary.json");
+    if !path.is_file() {
+        return Ok(Glossary::default());
+    }
+    Glossary::load(&path, SOURCE_LANG, TARGET_LANG)
 }
 
 /// What to measure.
@@ -833,14 +853,11 @@ fn prompts(
     book_dir: Option<&Path>,
 ) -> Result<(SharedPrefix, Vec<PromptSplit>)> {
     let cfg = engine.config();
-    let glossary = book_dir.map(book_glossary).unwrap_or_default();
+    let glossary = book_dir.map(book_glossary).transpose()?.unwrap_or_default();
     let prefix = SharedPrefix::build(engine, opts.prefix_tokens, &glossary)?;
     let splits: Vec<PromptSplit> = parts
         .iter()
-        .map(|p| {
-            let (msgs, at) = prefix.messages(&p.text);
-            split_prompt(&engine.template, &engine.tokenizer, &msgs, at)
-        })
+        .map(|p| prefix.split(engine, &p.text))
         .collect::<Result<_>>()?;
     for s in &splits {
         anyhow::ensure!(
@@ -874,7 +891,7 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
     eprintln!(
         "prefix bench: {} parts ({source}); shared prefix {stable} tokens ({} glossary lines)",
         parts.len(),
-        prefix.glossary_lines
+        prefix.glossary.entries.len()
     );
 
     // Warm-up (thread pool, allocator, page cache of the weights).
@@ -987,7 +1004,7 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         parts_source: source,
         prefix_tokens_target: opts.prefix_tokens,
         prefix_tokens: stable,
-        glossary_lines: prefix.glossary_lines,
+        glossary_lines: prefix.glossary.entries.len(),
         paired_parts: paired.len(),
         repeats,
         ttft_reuse_total_s: reuse_total,
@@ -1244,11 +1261,37 @@ mod tests {
     }
 
     #[test]
+    fn parts_get_the_translate_prompt() {
+        let house = Glossary::parse_json(r#"[{"en":"token","zh":"词元"}]"#, "en", "zh-CN").unwrap();
+        let prefix = SharedPrefix {
+            glossary: Glossary {
+                entries: house_terms(&house)
+                    .entries
+                    .into_iter()
+                    .chain([pad_term(0), pad_term(TERMS.len())])
+                    .collect(),
+            },
+        };
+        let req = prefix.request("Count the tokens of {{1}}.").unwrap();
+        let system = &req.messages[0].content;
+        assert!(system.starts_with(DEFAULT_GUIDE.trim()), "{system}");
+        assert!(system.contains("- token → 词元\n"), "{system}");
+        assert!(
+            system.contains("- attention head 2 → 注意力头 2\n"),
+            "{system}"
+        );
+        let user = &req.messages[1].content;
+        assert_eq!(req.split.message, 1);
+        assert!(user[req.split.offset..].starts_with("Terms in this passage: token → 词元."));
+        assert!(user.ends_with("Count the 词元 of {{1}}.\n"), "{user}");
+    }
+
+    #[test]
     fn sample_book_has_parts() {
         if let Some(dir) = sample_book_dir() {
             let parts = book_parts(&dir, 400).unwrap();
             assert!(!parts.is_empty());
-            assert!(!book_glossary(&dir).is_empty());
+            assert!(!book_glossary(&dir).unwrap().is_empty());
         }
     }
 }

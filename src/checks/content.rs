@@ -1,10 +1,10 @@
 //! Content checks on aligned prose segments.
 
 use super::align::Segment;
-use super::glossary::contains_term;
 use super::lang::{self, Script, ScriptCounts};
 use super::numbers::{same_value, source_numbers, target_values};
 use super::{Category, CheckContext, Finding, Severity};
+use crate::glossary::contains_term;
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;

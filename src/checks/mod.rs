@@ -11,12 +11,11 @@
 mod align;
 mod content;
 mod doc;
-pub mod glossary;
 pub mod lang;
 pub mod numbers;
 mod structure;
 
-pub use glossary::{Glossary, GlossaryEntry};
+pub use crate::glossary::{Glossary, GlossaryEntry};
 
 use crate::book::{Book, Chapter};
 use crate::units::{restore_placeholders, PlaceholderError, Unit, UnitKind};

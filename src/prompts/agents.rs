@@ -5,6 +5,7 @@
 
 use crate::engine::chat_template::Message;
 use crate::engine::stable_prefix::SplitPoint;
+use crate::glossary::GlossaryEntry;
 use anyhow::{anyhow, Result};
 use minijinja::Environment;
 use serde::Serialize;
@@ -32,17 +33,6 @@ const TEMPLATES: &[(&str, &str)] = &[
 
 /// Marker rendered where the per-call part of a user message begins (removed before use).
 const SPLIT: &str = "\u{E001}";
-
-/// A glossary line for prompts.
-#[derive(Debug, Clone, Serialize)]
-pub struct TermLine {
-    /// Source term.
-    pub source: String,
-    /// Its translation (equal to the source: keep the term as it is).
-    pub target: String,
-    /// A house term: required. Otherwise a suggestion a person has not reviewed yet.
-    pub strict: bool,
-}
 
 /// A conversation plus the point where its per-call content starts.
 #[derive(Debug, Clone)]
@@ -90,24 +80,26 @@ fn with_split(system: String, user: String) -> Result<AgentPrompt> {
     })
 }
 
-/// A glossary line as the templates see it.
+/// A glossary term as the templates see it.
 #[derive(Serialize)]
 struct TermView<'a> {
     source: &'a str,
+    /// The preferred translation (the source itself: keep the term as it is).
     target: &'a str,
+    /// A house term: required. Otherwise a suggestion.
     strict: bool,
     /// The term stays as it is in the source language.
     keep: bool,
 }
 
-fn views(terms: &[TermLine]) -> Vec<TermView<'_>> {
+fn views(terms: &[GlossaryEntry]) -> Vec<TermView<'_>> {
     terms
         .iter()
         .map(|t| TermView {
             source: &t.source,
-            target: &t.target,
-            strict: t.strict,
-            keep: t.source == t.target,
+            target: t.preferred(),
+            strict: t.house,
+            keep: t.keeps_source(),
         })
         .collect()
 }
@@ -121,8 +113,8 @@ pub fn translate_prompt(
     guide: &str,
     source_lang: &str,
     target_lang: &str,
-    glossary: &[TermLine],
-    unit_terms: &[TermLine],
+    glossary: &[GlossaryEntry],
+    unit_terms: &[GlossaryEntry],
     findings: &[String],
     passage: &str,
     example: Option<(&str, &str)>,
@@ -165,14 +157,16 @@ pub fn translate_prompt(
 pub fn glossary_prompt(
     source_lang: &str,
     target_lang: &str,
-    house: &[TermLine],
+    house: &[GlossaryEntry],
     term: &str,
     context: &str,
 ) -> Result<AgentPrompt> {
     let names = (language_name(source_lang), language_name(target_lang));
     let system = render(
         "glossary_system",
-        minijinja::context! { source_name => names.0, target_name => names.1.clone(), house },
+        minijinja::context! {
+            source_name => names.0, target_name => names.1.clone(), house => views(house),
+        },
     )?;
     let user = render(
         "glossary_user",
@@ -185,14 +179,16 @@ pub fn glossary_prompt(
 pub fn review_prompt(
     source_lang: &str,
     target_lang: &str,
-    glossary: &[TermLine],
+    glossary: &[GlossaryEntry],
     source: &str,
     translation: &str,
 ) -> Result<AgentPrompt> {
     let names = (language_name(source_lang), language_name(target_lang));
     let system = render(
         "review_system",
-        minijinja::context! { source_name => names.0, target_name => names.1, glossary },
+        minijinja::context! {
+            source_name => names.0, target_name => names.1, glossary => views(glossary),
+        },
     )?;
     let user = render(
         "review_user",
@@ -207,10 +203,13 @@ mod tests {
 
     #[test]
     fn stable_part_is_identical_across_units() {
-        let g = vec![TermLine {
+        let g = vec![GlossaryEntry {
             source: "token".into(),
-            target: "词元".into(),
-            strict: true,
+            target: vec!["词元".into()],
+            pos: None,
+            context: None,
+            house: true,
+            needs_review: false,
         }];
         let a = translate_prompt(
             DEFAULT_GUIDE,

@@ -2,13 +2,13 @@
 //! short model call per candidate, all sharing one cached prompt prefix. House terms are
 //! forced and never overridden; inferred terms are marked `needs_review`.
 
-use crate::checks::glossary::{contains_term, Glossary, GlossaryEntry};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::generate::GenerationParams;
-use crate::prompts::agents::{glossary_prompt, TermLine};
+use crate::glossary::{contains_term, Glossary, GlossaryEntry};
+use crate::prompts::agents::glossary_prompt;
 use crate::units::{Unit, UnitKind, PLACEHOLDER_RE};
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
 /// A term worth a glossary entry, with evidence.
@@ -20,25 +20,6 @@ pub struct Candidate {
     pub count: usize,
     /// A sentence that uses it.
     pub context: String,
-}
-
-/// One line of `glossary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GlossaryLine {
-    /// Source term.
-    pub en: String,
-    /// Target term.
-    pub zh: String,
-    /// Part of speech.
-    #[serde(default)]
-    pub pos: String,
-    /// Usage note or example.
-    #[serde(default)]
-    pub context: String,
-    /// House term (strict, never overridden).
-    pub house: bool,
-    /// Inferred by the model: a person should review it.
-    pub needs_review: bool,
 }
 
 const STOPWORDS: &[&str] = &[
@@ -199,6 +180,23 @@ pub fn clean_term(answer: &str) -> String {
         .to_string()
 }
 
+/// The house terms as a run's glossary holds them: strict, reviewed, with their preferred
+/// target only.
+pub fn house_terms(house: &Glossary) -> Glossary {
+    Glossary {
+        entries: house
+            .entries
+            .iter()
+            .map(|e| GlossaryEntry {
+                target: vec![e.preferred().to_string()],
+                house: true,
+                needs_review: false,
+                ..e.clone()
+            })
+            .collect(),
+    }
+}
+
 /// Run the agent: ask the model for each candidate's translation. Returns the full
 /// glossary (house terms first, then inferred ones) and the model calls made.
 pub fn build_glossary(
@@ -208,32 +206,14 @@ pub fn build_glossary(
     source_lang: &str,
     target_lang: &str,
     on_call: &mut dyn FnMut(&Candidate, &Completion),
-) -> Result<Vec<GlossaryLine>> {
-    let mut lines: Vec<GlossaryLine> = house
-        .entries
-        .iter()
-        .map(|e| GlossaryLine {
-            en: e.source.clone(),
-            zh: e.target.first().cloned().unwrap_or_default(),
-            pos: e.pos.clone().unwrap_or_default(),
-            context: e.context.clone().unwrap_or_default(),
-            house: true,
-            needs_review: false,
-        })
-        .collect();
-    let house_lines: Vec<TermLine> = lines
-        .iter()
-        .map(|l| TermLine {
-            source: l.en.clone(),
-            target: l.zh.clone(),
-            strict: l.house,
-        })
-        .collect();
+) -> Result<Glossary> {
+    let mut glossary = house_terms(house);
+    let house = &glossary.entries;
     // The candidates are independent: one batch (decoded together where the backend can).
     let reqs = candidates
         .iter()
         .map(|c| {
-            let p = glossary_prompt(source_lang, target_lang, &house_lines, &c.term, &c.context)?;
+            let p = glossary_prompt(source_lang, target_lang, house, &c.term, &c.context)?;
             Ok(ChatRequest {
                 messages: p.messages,
                 split: p.split,
@@ -251,16 +231,21 @@ pub fn build_glossary(
         if !valid_proposal(&c.term, &zh) {
             continue;
         }
-        lines.push(GlossaryLine {
-            en: c.term.clone(),
-            zh,
-            pos: String::new(),
-            context: c.context.clone(),
-            house: false,
-            needs_review: true,
-        });
+        glossary.entries.push(inferred(&c.term, zh, &c.context));
     }
-    Ok(lines)
+    Ok(glossary)
+}
+
+/// An inferred term, to be reviewed.
+fn inferred(term: &str, target: String, context: &str) -> GlossaryEntry {
+    GlossaryEntry {
+        source: term.to_string(),
+        target: vec![target],
+        pos: None,
+        context: Some(context.to_string()).filter(|c| !c.is_empty()),
+        house: false,
+        needs_review: true,
+    }
 }
 
 /// Whether a model's proposed translation of `term` can be a glossary entry: not empty,
@@ -414,35 +399,12 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
     keep
 }
 
-/// Glossary lines that keep `terms` as they are (inferred, to be reviewed).
-pub fn keep_lines(terms: &[Candidate]) -> Vec<GlossaryLine> {
+/// Glossary terms that keep `terms` as they are (inferred, to be reviewed).
+pub fn keep_lines(terms: &[Candidate]) -> Vec<GlossaryEntry> {
     terms
         .iter()
-        .map(|c| GlossaryLine {
-            en: c.term.clone(),
-            zh: c.term.clone(),
-            pos: String::new(),
-            context: c.context.clone(),
-            house: false,
-            needs_review: true,
-        })
+        .map(|c| inferred(&c.term, c.term.clone(), &c.context))
         .collect()
-}
-
-/// The glossary lines as a [`Glossary`] for the checks.
-pub fn to_glossary(lines: &[GlossaryLine]) -> Glossary {
-    Glossary {
-        entries: lines
-            .iter()
-            .map(|l| GlossaryEntry {
-                source: l.en.clone(),
-                target: vec![l.zh.clone()],
-                pos: (!l.pos.is_empty()).then(|| l.pos.clone()),
-                context: (!l.context.is_empty()).then(|| l.context.clone()),
-                house: l.house,
-            })
-            .collect(),
-    }
 }
 
 #[cfg(test)]

@@ -3,15 +3,13 @@
 //! proofreading (`review.rs`) and the run report (`run_report.rs`).
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
-use super::glossary_agent::GlossaryLine;
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
 use super::{chapters, glossary_stage, review, run_report, scheduler};
-use crate::checks::glossary::contains_term;
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
-use crate::prompts::agents::TermLine;
+use crate::glossary::Glossary;
 use crate::units::Unit;
 use crate::util::sha256_hex;
 use anyhow::{bail, Context, Result};
@@ -115,44 +113,24 @@ pub struct Exchange {
     pub reply: String,
 }
 
-/// Glossary lines as prompt lines.
-pub(super) fn term_lines(g: &[GlossaryLine]) -> Vec<TermLine> {
-    g.iter()
-        .map(|l| TermLine {
-            source: l.en.clone(),
-            target: l.zh.clone(),
-            strict: l.house,
-        })
-        .collect()
-}
-
-/// The glossary lines whose source term occurs in `unit`.
-pub(super) fn unit_terms(unit: &Unit, g: &[GlossaryLine]) -> Vec<TermLine> {
-    let lower = unit.source.to_lowercase();
-    g.iter()
-        .filter(|l| contains_term(&lower, &l.en.to_lowercase()))
-        .map(|l| TermLine {
-            source: l.en.clone(),
-            target: l.zh.clone(),
-            strict: l.house,
-        })
-        .collect()
-}
-
 /// House terms are strict: they are written into the passage in the target language
 /// before the model sees it (whole words, any case, with a plural ending), so even a small
 /// model cannot translate them differently. The glossary check still verifies the result.
-pub fn inject_house_terms(passage: &str, glossary: &[GlossaryLine]) -> String {
-    let mut house: Vec<&GlossaryLine> = glossary
+pub fn inject_house_terms(passage: &str, glossary: &Glossary) -> String {
+    let mut house: Vec<_> = glossary
+        .entries
         .iter()
-        .filter(|l| l.house && !l.en.trim().is_empty())
+        .filter(|e| e.house && !e.source.trim().is_empty())
         .collect();
-    house.sort_by_key(|l| std::cmp::Reverse(l.en.len()));
+    house.sort_by_key(|e| std::cmp::Reverse(e.source.len()));
     let mut out = passage.to_string();
-    for l in house {
-        let re = regex::Regex::new(&format!(r"(?i)\b{}(?:es|s)?\b", regex::escape(l.en.trim())));
+    for e in house {
+        let re = regex::Regex::new(&format!(
+            r"(?i)\b{}(?:es|s)?\b",
+            regex::escape(e.source.trim())
+        ));
         if let Ok(re) = re {
-            out = re.replace_all(&out, l.zh.as_str()).into_owned();
+            out = re.replace_all(&out, e.preferred()).into_owned();
         }
     }
     out
@@ -599,14 +577,16 @@ mod tests {
 
     #[test]
     fn house_terms_are_injected_as_whole_words() {
-        let g = vec![GlossaryLine {
-            en: "token".into(),
-            zh: "词元".into(),
-            pos: String::new(),
-            context: String::new(),
-            house: true,
-            needs_review: false,
-        }];
+        let g = Glossary {
+            entries: vec![crate::glossary::GlossaryEntry {
+                source: "token".into(),
+                target: vec!["词元".into()],
+                pos: None,
+                context: None,
+                house: true,
+                needs_review: false,
+            }],
+        };
         assert_eq!(
             inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
             "词元 and a 词元, not tokenizer {{1}}."

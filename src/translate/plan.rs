@@ -5,7 +5,7 @@
 use super::manager::TranslateOptions;
 use super::scheduler::max_new_tokens_for;
 use crate::book::{load_book, Book};
-use crate::checks::glossary::Glossary;
+use crate::glossary::Glossary;
 use crate::prompts::agents::DEFAULT_GUIDE;
 use crate::units::{segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind};
 use crate::util::sha256_hex;

@@ -5,15 +5,14 @@
 
 use super::chapters::ChapterText;
 use super::checkpoint::UnitState;
-use super::glossary_agent::GlossaryLine;
 use super::glossary_stage::Terms;
 use super::manager::Manager;
 use super::scheduler::Translated;
-use crate::checks::glossary::contains_term;
 use crate::checks::{check_units, Finding, Report, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, LocalBackend};
 use crate::engine::generate::GenerationParams;
-use crate::prompts::agents::{review_prompt, TermLine};
+use crate::glossary::{contains_term, GlossaryEntry};
+use crate::prompts::agents::review_prompt;
 use crate::report::{write_json, Issue, ProofreadingReport, ProofreadingSummary};
 use crate::units::UnitKind;
 use crate::util::{sha256_hex, write_atomic};
@@ -41,7 +40,13 @@ pub(super) fn run(
     let mut issues = Vec::new();
     let mut reviewed = 0usize;
     if stopped.is_none() {
-        let mut reviews = select_reviews(m, &terms.all, &done.texts, &qa_findings, stopped)?;
+        let mut reviews = select_reviews(
+            m,
+            &terms.glossary.entries,
+            &done.texts,
+            &qa_findings,
+            stopped,
+        )?;
         ask_reviews(m, backend, &mut reviews)?;
         // Their findings, in book order.
         for r in &reviews {
@@ -63,7 +68,14 @@ pub(super) fn run(
             }
         }
     }
-    let proof = report(m, qa_findings, issues, reviewed, done, &terms.lines);
+    let proof = report(
+        m,
+        qa_findings,
+        issues,
+        reviewed,
+        done,
+        &terms.glossary.entries,
+    );
     write_json(&m.out.join("proofreading_report.json"), &proof)?;
     write_atomic(
         &m.out.join("proofreading_report.md"),
@@ -85,7 +97,7 @@ struct Review {
 /// set, where the reviews still to ask would break a budget.
 fn select_reviews(
     m: &Manager,
-    all_terms: &[TermLine],
+    all_terms: &[GlossaryEntry],
     translations: &[Vec<Option<String>>],
     qa_findings: &[Finding],
     stopped: &mut Option<String>,
@@ -186,7 +198,7 @@ fn report(
     mut issues: Vec<Issue>,
     reviewed: usize,
     done: &Translated,
-    glossary_lines: &[GlossaryLine],
+    glossary: &[GlossaryEntry],
 ) -> ProofreadingReport {
     let states = &m.checkpoint.value.result.quire.units;
     let units_need_revision: Vec<String> = states
@@ -202,7 +214,7 @@ fn report(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (adherent, occurrences) = house_adherence(m, &done.texts, glossary_lines);
+    let (adherent, occurrences) = house_adherence(m, &done.texts, glossary);
     let adherence = if occurrences == 0 {
         100.0
     } else {
@@ -242,7 +254,7 @@ fn report(
 fn house_adherence(
     m: &Manager,
     translations: &[Vec<Option<String>>],
-    g: &[GlossaryLine],
+    g: &[GlossaryEntry],
 ) -> (usize, usize) {
     let (mut ok, mut all) = (0, 0);
     for (ci, units) in m.plan.units.iter().enumerate() {
@@ -251,10 +263,10 @@ fn house_adherence(
                 continue;
             };
             let lower = u.source.to_lowercase();
-            for l in g.iter().filter(|l| l.house) {
-                if contains_term(&lower, &l.en.to_lowercase()) {
+            for e in g.iter().filter(|e| e.house) {
+                if contains_term(&lower, &e.source.to_lowercase()) {
                     all += 1;
-                    if t.contains(&l.zh) {
+                    if t.contains(e.preferred()) {
                         ok += 1;
                     }
                 }

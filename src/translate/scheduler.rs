@@ -16,7 +16,7 @@
 
 use super::checkpoint::UnitState;
 use super::glossary_stage::Terms;
-use super::manager::{inject_house_terms, unit_terms, Exchange, Manager, MemoryEntry, Mode};
+use super::manager::{inject_house_terms, Exchange, Manager, MemoryEntry, Mode};
 use super::passage;
 use crate::checks::{Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
@@ -414,7 +414,7 @@ impl Scheduler {
                 let request = |text: &str, max: usize| {
                     unit_request(m, terms, unit, text, &[], &params, Some(max), example)
                 };
-                let keep = |text: &str| inject_house_terms(text, &terms.lines);
+                let keep = |text: &str| inject_house_terms(text, &terms.glossary);
                 let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;
                 for (note, c, outcome) in &fb.calls {
                     m.record_call("fallback", note, c, outcome);
@@ -483,8 +483,8 @@ fn unit_request(
         &m.plan.guide,
         &opts.source_lang,
         &opts.target_lang,
-        &terms.all,
-        &unit_terms(unit, &terms.lines),
+        &terms.glossary.entries,
+        &terms.glossary.found_in(&unit.source),
         findings,
         &passage,
         example.map(|e| (e.passage.as_str(), e.reply.as_str())),

@@ -1,4 +1,5 @@
-//! Glossaries: source terms and the target terms a translation must use.
+//! The glossary: source terms and the target terms a translation must use — one type for
+//! the glossary agent, the translation prompts, the checks and `glossary.json`.
 //!
 //! JSON: a list of objects (or `{"terms": [...]}`), each with the source term under
 //! `"source"` or the source language code (`"en"`) and the target term (a string or a list
@@ -9,7 +10,9 @@
 //! TOML: `[[term]]` (or `[[terms]]`, `[[entry]]`) tables with the same keys, or a
 //! `[terms]` table of `"source" = "target"` pairs.
 //!
-//! House terms are strict (a missing target term is an error); inferred ones warn.
+//! House terms are strict (a missing target term is an error); inferred ones warn. A term
+//! the glossary agent inferred is marked `"needs_review": true` until a person has looked
+//! at it ([`Glossary::to_json`] writes the form `translate` leaves in `glossary.json`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -32,6 +35,21 @@ pub struct GlossaryEntry {
     pub context: Option<String>,
     /// House (strict) term: a miss is an error. Inferred terms only warn.
     pub house: bool,
+    /// Inferred by a model and not yet reviewed by a person.
+    #[serde(default)]
+    pub needs_review: bool,
+}
+
+impl GlossaryEntry {
+    /// The preferred target term (the first).
+    pub fn preferred(&self) -> &str {
+        self.target.first().map(String::as_str).unwrap_or("")
+    }
+
+    /// Whether the term stays as it is in the translation (its target is the source).
+    pub fn keeps_source(&self) -> bool {
+        self.source == self.preferred()
+    }
 }
 
 /// A glossary: its terms in file order.
@@ -130,6 +148,7 @@ impl Glossary {
                             pos: None,
                             context: None,
                             house: true,
+                            needs_review: false,
                         });
                     }
                 }
@@ -146,6 +165,68 @@ impl Glossary {
     /// Whether the glossary has no terms.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The terms whose source term occurs in `text` (whole words, any case, with an
+    /// optional plural ending), in glossary order.
+    pub fn found_in(&self, text: &str) -> Vec<GlossaryEntry> {
+        let lower = text.to_lowercase();
+        self.entries
+            .iter()
+            .filter(|e| contains_term(&lower, &e.source.to_lowercase()))
+            .cloned()
+            .collect()
+    }
+
+    /// The glossary as JSON text (`pretty`: indented, as `glossary.json` is written): a list
+    /// of objects with the source term under the source language's code and the target
+    /// term under the target's (`"en"`, `"zh"`; `"source"`, `"target"` when the two codes
+    /// are the same), then `pos`, `context`, `house` and `needs_review`. A term with one
+    /// target has it as a string, otherwise as a list. [`Glossary::load`] reads it back.
+    pub fn to_json(&self, source_lang: &str, target_lang: &str, pretty: bool) -> Result<String> {
+        let (sp, tp) = (
+            crate::checks::lang::primary(source_lang),
+            crate::checks::lang::primary(target_lang),
+        );
+        let keys = if sp.is_empty() || tp.is_empty() || sp == tp {
+            ("source".to_string(), "target".to_string())
+        } else {
+            (sp, tp)
+        };
+        let list: Vec<Keyed> = self
+            .entries
+            .iter()
+            .map(|entry| Keyed { entry, keys: &keys })
+            .collect();
+        Ok(if pretty {
+            serde_json::to_string_pretty(&list)?
+        } else {
+            serde_json::to_string(&list)?
+        })
+    }
+}
+
+/// An entry as `glossary.json` holds it: keyed by language codes.
+struct Keyed<'a> {
+    entry: &'a GlossaryEntry,
+    keys: &'a (String, String),
+}
+
+impl Serialize for Keyed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let e = self.entry;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry(&self.keys.0, &e.source)?;
+        match e.target.as_slice() {
+            [one] => m.serialize_entry(&self.keys.1, one)?,
+            all => m.serialize_entry(&self.keys.1, all)?,
+        }
+        m.serialize_entry("pos", e.pos.as_deref().unwrap_or(""))?;
+        m.serialize_entry("context", e.context.as_deref().unwrap_or(""))?;
+        m.serialize_entry("house", &e.house)?;
+        m.serialize_entry("needs_review", &e.needs_review)?;
+        m.end()
     }
 }
 
@@ -183,8 +264,8 @@ fn make_entry<'a>(
     source_lang: &str,
     target_lang: &str,
 ) -> Result<GlossaryEntry> {
-    let sp = super::lang::primary(source_lang);
-    let tp = super::lang::primary(target_lang);
+    let sp = crate::checks::lang::primary(source_lang);
+    let tp = crate::checks::lang::primary(target_lang);
     let source = get("source")
         .or_else(|| get(source_lang))
         .or_else(|| get(&sp))
@@ -226,12 +307,21 @@ fn make_entry<'a>(
         .or_else(|| get("strict"))
         .and_then(Value::as_bool)
         .unwrap_or(!inferred);
+    let text = |k: &str| {
+        get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     Ok(GlossaryEntry {
         source,
         target,
-        pos: get("pos").and_then(Value::as_str).map(str::to_string),
-        context: get("context").and_then(Value::as_str).map(str::to_string),
+        pos: text("pos"),
+        context: text("context"),
         house,
+        needs_review: get("needs_review")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }
 
@@ -317,6 +407,21 @@ mod tests {
             msg.contains("TOML error at line ") && msg.contains("column"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn glossary_json_is_keyed_by_the_run_languages_and_reads_back() {
+        let text = r#"[{"en":"agent","zh":"智能体","pos":"noun","context":"An agent acts.","house":true,"needs_review":false},{"en":"memory system","zh":"记忆系统","pos":"","context":"","house":false,"needs_review":true}]"#;
+        let g = Glossary::parse_json(text, "en", "zh-CN").unwrap();
+        assert!(g.entries[1].needs_review && !g.entries[1].house);
+        assert_eq!(g.entries[1].pos, None);
+        assert_eq!(g.to_json("en", "zh-CN", false).unwrap(), text);
+        let pretty = g.to_json("en", "zh-CN", true).unwrap();
+        assert!(pretty.starts_with("[\n  {\n    \"en\": \"agent\",\n    \"zh\": \"智能体\","));
+        assert_eq!(Glossary::parse_json(&pretty, "en", "zh-CN").unwrap(), g);
+        let ja = g.to_json("en", "ja", false).unwrap();
+        assert!(ja.contains(r#""ja":"智能体""#), "{ja}");
+        assert_eq!(Glossary::parse_json(&ja, "en", "ja").unwrap(), g);
     }
 
     #[test]
