@@ -229,9 +229,14 @@ pub fn fallback(
     let mut calls = Vec::new();
     let segs = &skeleton.segments;
     let texts: Vec<&str> = segs.iter().map(|s| s.text.as_str()).collect();
-    let first = translate_pieces(
-        backend, unit, &texts, segs, request, ctx, "segment", &mut calls,
-    )?;
+    // A unit of one segment was just asked with this very passage: straight to sentences.
+    let first = if segs.len() == 1 {
+        vec![None]
+    } else {
+        translate_pieces(
+            backend, unit, &texts, segs, request, ctx, "segment", &mut calls,
+        )?
+    };
     let mut translated = Vec::with_capacity(segs.len());
     let mut kept_source = 0;
     let mut notes = Vec::new();

@@ -221,8 +221,27 @@ fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool, braces_ok: bo
     !complete || seen.iter().all(|&s| s)
 }
 
+/// Whether the last line of `text` ends in a loop: three or more copies of the same bytes
+/// in a row, covering at least 48 bytes (`的的的…` sixteen times, a clause three times).
+/// A model that loops never leaves it on its own; it would fill its token allowance.
+fn looping(text: &[u8]) -> bool {
+    let line = &text[text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)..];
+    (1..=200).any(|p: usize| {
+        let reps = 3.max(48_usize.div_ceil(p));
+        let span = p * reps;
+        span <= line.len() && {
+            let tail = &line[line.len() - span..];
+            tail.chunks(p).all(|c| c == &tail[..p])
+        }
+    })
+}
+
 impl TextConstraint for PassageConstraint {
+    /// Nothing is allowed after a loop (generation stops there, cut short).
     fn allows(&self, text: &[u8], next: &[u8]) -> bool {
+        if looping(text) {
+            return false;
+        }
         let mut all = Vec::with_capacity(text.len() + next.len());
         all.extend_from_slice(text);
         all.extend_from_slice(next);
@@ -234,6 +253,9 @@ impl TextConstraint for PassageConstraint {
     /// made to go on, a model that skipped a line fills the missing one with a repeat, and
     /// every later line is off by one.
     fn allows_end(&self, text: &[u8]) -> bool {
+        if looping(text) {
+            return false;
+        }
         let trimmed = trim_end(text);
         let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
         !trimmed.is_empty()
@@ -287,6 +309,21 @@ mod tests {
 
     fn ok(c: &PassageConstraint, s: &str) -> bool {
         c.valid_prefix(s.as_bytes())
+    }
+
+    #[test]
+    fn nothing_after_a_loop() {
+        let c = PassageConstraint::new("A long sentence about memory.\nAnother one.");
+        let clause = "这是一个测试，并且重复了。";
+        let looped = clause.repeat(3);
+        assert!(!c.allows(looped.as_bytes(), "好".as_bytes()));
+        assert!(!c.allows_end(looped.as_bytes()));
+        assert!(!c.allows("的".repeat(16).as_bytes(), "好".as_bytes()));
+        // Twice is not a loop, nor a short run, nor a loop on an earlier line.
+        assert!(c.allows(clause.repeat(2).as_bytes(), "好".as_bytes()));
+        assert!(c.allows("的的的".as_bytes(), "好".as_bytes()));
+        let earlier = format!("{looped}\n第二行");
+        assert!(c.allows(earlier.as_bytes(), "。".as_bytes()));
     }
 
     #[test]
