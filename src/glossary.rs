@@ -41,6 +41,18 @@ pub struct GlossaryEntry {
 }
 
 impl GlossaryEntry {
+    /// A house term (strict) with one target and no note.
+    pub fn house(source: &str, target: &str) -> Self {
+        GlossaryEntry {
+            source: source.to_string(),
+            target: vec![target.to_string()],
+            pos: None,
+            context: None,
+            house: true,
+            needs_review: false,
+        }
+    }
+
     /// The preferred target term (the first).
     pub fn preferred(&self) -> &str {
         self.target.first().map(String::as_str).unwrap_or("")

@@ -203,14 +203,7 @@ mod tests {
 
     #[test]
     fn stable_part_is_identical_across_units() {
-        let g = vec![GlossaryEntry {
-            source: "token".into(),
-            target: vec!["词元".into()],
-            pos: None,
-            context: None,
-            house: true,
-            needs_review: false,
-        }];
+        let g = vec![GlossaryEntry::house("token", "词元")];
         let a = translate_prompt(
             DEFAULT_GUIDE,
             "en",

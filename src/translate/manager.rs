@@ -578,14 +578,7 @@ mod tests {
     #[test]
     fn house_terms_are_injected_as_whole_words() {
         let g = Glossary {
-            entries: vec![crate::glossary::GlossaryEntry {
-                source: "token".into(),
-                target: vec!["词元".into()],
-                pos: None,
-                context: None,
-                house: true,
-                needs_review: false,
-            }],
+            entries: vec![crate::glossary::GlossaryEntry::house("token", "词元")],
         };
         assert_eq!(
             inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
