@@ -400,12 +400,9 @@ pub fn prose_text(markdown: &str) -> String {
     use pulldown_cmark::{Event, LinkType, Parser, Tag, TagEnd};
     let uncited: String = markdown
         .split_inclusive('\n')
-        .map(|line| {
-            let label = line.starts_with("[^").then(|| line.find("]:")).flatten();
-            match label.and_then(|p| crate::units::citation_in(line, p + 2)) {
-                Some(c) => format!("{}{}", &line[..c.start], &line[c.end..]),
-                None => line.to_string(),
-            }
+        .map(|line| match crate::units::footnote_citation(line) {
+            Some(c) => format!("{}{}", &line[..c.start], &line[c.end..]),
+            None => line.to_string(),
         })
         .collect();
     let markdown = uncited.as_str();

@@ -98,8 +98,8 @@ pub(super) struct MemoryEntry {
     pub(super) attempts: usize,
     pub(super) errors: usize,
     pub(super) findings: Vec<Finding>,
-    /// The passage the model was given and its accepted reply, line for line, when the
-    /// whole unit passed in one reply (a chapter's opening is its worked example).
+    /// For a chapter's opening that passed whole in one reply: the passage the model was
+    /// given and its reply, line for line — the chapter's worked example.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) exchange: Option<Exchange>,
 }

@@ -60,8 +60,8 @@ struct UnitJob {
     example: Option<Exchange>,
 }
 
-/// A unit's best attempt so far: its error count, restored text and findings, and the
-/// exchange when it passed whole.
+/// A unit's best attempt so far: its error count, restored text and findings, and, for a
+/// chapter's opening that passed whole, its exchange.
 struct Attempt {
     errors: usize,
     text: String,
@@ -368,7 +368,9 @@ impl Scheduler {
             .collect();
         if let Some(text) = text {
             if job.best.as_ref().is_none_or(|b| n_err < b.errors) {
-                let exchange = (n_err == 0).then(|| Exchange {
+                // Only a chapter's opening becomes a worked example.
+                let opening = self.openings[job.ci] == Some(job.ui);
+                let exchange = (n_err == 0 && opening).then(|| Exchange {
                     passage: terms.passage(&skeleton.model_text()),
                     reply: done
                         .text

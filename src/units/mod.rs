@@ -226,10 +226,18 @@ fn is_identifier(m: &str) -> bool {
 static YEAR_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:19|20)\d\d\b").expect("valid year regex"));
 
-/// The bibliographic reference a footnote definition ends with, as a range of `def`
-/// (from its author to the end of that line), when it has one: an author and a title,
-/// and a year after them.
-pub(crate) fn citation_in(def: &str, from: usize) -> Option<Range<usize>> {
+/// Where a footnote definition's `[^x]:` label ends.
+fn footnote_label_end(def: &str) -> Option<usize> {
+    def.starts_with("[^")
+        .then(|| def.find("]:").map(|p| p + 2))
+        .flatten()
+}
+
+/// The bibliographic reference a footnote definition (`[^x]: …`) ends with, as a range of
+/// `def` (from its author to the end of that line), when it has one: an author and a
+/// title, and a year after them.
+pub(crate) fn footnote_citation(def: &str) -> Option<Range<usize>> {
+    let from = footnote_label_end(def)?;
     let m = CITATION_RE.find(def.get(from..)?)?;
     let start = from + m.start();
     let end = def[start..].find('\n').map_or(def.len(), |p| start + p);
@@ -719,12 +727,9 @@ impl Scanner<'_> {
         let Some(s) = self.text.get(r.clone()) else {
             return;
         };
-        if !s.starts_with("[^") {
-            return;
-        }
-        if let Some(p) = s.find("]:") {
-            self.add(r.start..r.start + p + 2, PlaceholderKind::FootnoteLabel);
-            if let Some(c) = citation_in(s, p + 2) {
+        if let Some(end) = footnote_label_end(s) {
+            self.add(r.start..r.start + end, PlaceholderKind::FootnoteLabel);
+            if let Some(c) = footnote_citation(s) {
                 self.add(
                     r.start + c.start..r.start + c.end,
                     PlaceholderKind::Citation,
