@@ -78,6 +78,12 @@ impl Glossary {
     pub fn load(path: &Path, source_lang: &str, target_lang: &str) -> Result<Glossary> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read glossary {}", path.display()))?;
+        if text.trim().is_empty() {
+            bail!(
+                "glossary {} is empty: give at least one term, or leave out --glossary",
+                path.display()
+            );
+        }
         let is_toml = path
             .extension()
             .and_then(|e| e.to_str())
@@ -89,6 +95,33 @@ impl Glossary {
             Glossary::parse_json(&text, source_lang, target_lang)
         };
         result.with_context(|| format!("invalid glossary {}", path.display()))
+    }
+
+    /// Refuse a source term listed twice with different targets: both would be required
+    /// at once, which no translation can satisfy. The same term listed twice with the same
+    /// targets is kept once.
+    pub fn without_duplicates(mut self) -> Result<Glossary> {
+        let mut seen: Vec<(usize, GlossaryEntry)> = Vec::new();
+        for (i, e) in self.entries.drain(..).enumerate() {
+            match seen
+                .iter()
+                .find(|(_, s)| s.source.trim().eq_ignore_ascii_case(e.source.trim()))
+            {
+                Some((j, s)) if s.target != e.target => bail!(
+                    "term #{} ({:?} → {:?}) conflicts with term #{} ({:?} → {:?}): keep one target per source term",
+                    i + 1,
+                    e.source,
+                    e.target.join(" | "),
+                    j + 1,
+                    s.source,
+                    s.target.join(" | ")
+                ),
+                Some(_) => {}
+                None => seen.push((i, e)),
+            }
+        }
+        self.entries = seen.into_iter().map(|(_, e)| e).collect();
+        Ok(self)
     }
 
     /// Parse JSON glossary text.

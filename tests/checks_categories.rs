@@ -116,6 +116,35 @@ fn code_block_payload_is_byte_exact() {
 }
 
 #[test]
+fn a_url_glued_to_cjk_text_is_still_found() {
+    let f = findings_for(&mutate(
+        "记录归档于 https://archive.example.org/ledgers ，",
+        "记录归档于https://archive.example.org/ledgers，",
+    ));
+    assert!(!f.iter().any(|x| x.category == Category::Url), "{f:#?}");
+}
+
+#[test]
+fn emptied_table_cells_and_line_endings() {
+    let f = assert_category(
+        &mutate("| 三月 | 31 | 12 |", "| 无 | 31 | 12 |"),
+        Category::Table,
+        Severity::Error,
+    );
+    assert!(
+        f.iter().any(|x| x.evidence.contains("row 2, column 1")),
+        "{f:#?}"
+    );
+    // Numbers kept as they are is not a lost cell.
+    assert!(findings_for(&fixture("zh.md")).is_empty());
+    assert_category(
+        &mutate("# 守护灯光\n", "# 守护灯光\r\n"),
+        Category::LineEnding,
+        Severity::Error,
+    );
+}
+
+#[test]
 fn headings_added_missing_and_relevelled() {
     assert_category(
         &mutate("# 守护灯光\n", "# 守护灯光\n\n# 第一部分\n"),
@@ -418,6 +447,7 @@ fn json_names_are_stable() {
         "repetition",
         "length_ratio",
         "markup",
+        "line_ending",
     ]
     .iter()
     .map(|s| s.to_string())

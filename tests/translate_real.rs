@@ -21,6 +21,10 @@ fn translate_cmd(out: &Path, cache: &Path) -> Command {
 }
 
 fn translate_book(book: &Path, out: &Path, cache: &Path) -> Command {
+    translate_with(book, &glossary(), out, cache)
+}
+
+fn translate_with(book: &Path, glossary: &Path, out: &Path, cache: &Path) -> Command {
     common::model_path(common::QWEN); // fetched before timing-sensitive steps
     let mut c = Command::new(env!("CARGO_BIN_EXE_quire"));
     c.arg("translate")
@@ -28,7 +32,7 @@ fn translate_book(book: &Path, out: &Path, cache: &Path) -> Command {
         .arg("--out")
         .arg(out)
         .arg("--glossary")
-        .arg(glossary())
+        .arg(glossary)
         .args([
             "--model",
             common::QWEN,
@@ -142,11 +146,14 @@ fn translate_rerun_resume_and_lock() {
         .as_bool()
         .unwrap());
 
-    // 2. A rerun skips every finished unit: no model call, same output.
+    // 2. A rerun skips every finished unit: no model call, same output, same counts.
     let st = translate_cmd(&a, &cache).status().unwrap();
     assert!(st.code().is_some_and(|c| c == 0 || c == 1));
     assert_eq!(run_report(&a).totals.calls, 0);
     assert_eq!(read_book(&a), book);
+    let again: ProofreadingReport = read_json(&a.join("proofreading_report.json")).unwrap();
+    assert_eq!(again.summary.revised, report.summary.revised);
+    assert_eq!(again.summary.passed, report.summary.passed);
 
     // 3. Killed with SIGKILL after the first finished unit, then rerun: same output.
     let b = tmp.path().join("b");
@@ -226,6 +233,14 @@ fn translate_rerun_resume_and_lock() {
     assert!(!ck["value"]["result"]["quire"]["complete"]
         .as_bool()
         .unwrap());
+    assert!(
+        ck["value"]["result"]["quire"]["new_tokens_total"]
+            .as_u64()
+            .unwrap()
+            <= 1,
+        "no stage spends more than the budget: {}",
+        ck["value"]["result"]["quire"]
+    );
     let st = translate_cmd(&c, &cache).status().unwrap();
     assert!(st.code().is_some_and(|x| x == 0 || x == 1));
     assert_eq!(
@@ -273,12 +288,7 @@ fn translate_rerun_resume_and_lock() {
         .all(|c| c.busy_seconds == c.latency_seconds || c.agent != "translate"));
 
     // 8. A second run on a directory that is in use is refused.
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(b.join(".quire.lock"))
-        .unwrap();
+    let lock = std::fs::File::open(&b).unwrap();
     lock.try_lock().unwrap();
     let out = translate_cmd(&b, &cache).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -341,4 +351,111 @@ fn dry_run_needs_no_model_and_bad_input_is_reported() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a-file"));
+}
+
+/// A chapter written with CRLF line endings comes back with CRLF only (translated units
+/// included), and `quire check` finds a mixed file.
+#[test]
+fn crlf_chapters_keep_their_line_endings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let book = tmp.path().join("book");
+    std::fs::create_dir(&book).unwrap();
+    let chapter = "# Windows notes\r\n\r\nThe cache is stored on disk.\r\n\r\n```sh\r\nquire translate\r\n```\r\n\r\n- One item\r\n- Two items\r\n";
+    std::fs::write(book.join("crlf.md"), chapter).unwrap();
+    let out = tmp.path().join("out");
+    let st = translate_book(&book, &out, &tmp.path().join("cache"))
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{st:?}");
+    let written = std::fs::read_to_string(out.join("book/crlf.md")).unwrap();
+    assert_eq!(
+        written.matches('\n').count(),
+        written.matches("\r\n").count(),
+        "{written:?}"
+    );
+    assert!(
+        written.contains("```sh\r\nquire translate\r\n```"),
+        "{written:?}"
+    );
+    let check = |target: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_quire"))
+            .arg("check")
+            .arg(&book)
+            .arg(target)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["category"] == "line_ending")
+    };
+    assert!(!check(&out.join("book")));
+    let mixed = tmp.path().join("mixed");
+    std::fs::create_dir(&mixed).unwrap();
+    std::fs::write(mixed.join("crlf.md"), written.replacen("\r\n", "\n", 2)).unwrap();
+    assert!(check(&mixed));
+}
+
+/// A changed `--glossary` on a rerun into the same output directory is a new campaign
+/// input: `glossary.json` takes the new house terms (a removed one is no longer enforced),
+/// and only the units that hold a changed term are translated again.
+#[test]
+fn a_changed_glossary_retranslates_only_the_units_it_touches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("out");
+    let st = translate_cmd(&out, &cache).status().unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{st:?}");
+    assert!(run_report(&out).totals.calls > 0);
+
+    // latency → 延迟 (one unit has it); embedding removed (no unit has it).
+    let text = std::fs::read_to_string(glossary()).unwrap();
+    let mut terms: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    terms.retain(|t| t["en"] != "embedding");
+    for t in terms.iter_mut().filter(|t| t["en"] == "latency") {
+        t["zh"] = "延迟".into();
+    }
+    let changed = tmp.path().join("changed.json");
+    std::fs::write(&changed, serde_json::to_string(&terms).unwrap()).unwrap();
+    let st = translate_with(&fixture(), &changed, &out, &cache)
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{st:?}");
+
+    let written = std::fs::read_to_string(out.join("glossary.json")).unwrap();
+    let g: Vec<serde_json::Value> = serde_json::from_str(&written).unwrap();
+    assert!(
+        g.iter()
+            .any(|t| t["en"] == "latency" && t["zh"] == "延迟" && t["house"] == true),
+        "{written}"
+    );
+    assert!(
+        !g.iter()
+            .any(|t| t["en"] == "embedding" && t["house"] == true),
+        "{written}"
+    );
+    let book = read_book(&out);
+    assert!(
+        book[0].1.contains("延迟") && !book[0].1.contains("时延"),
+        "{book:?}"
+    );
+    // Only the unit with `latency` was asked again; the others came from the memory.
+    let report = run_report(&out);
+    let asked: std::collections::BTreeSet<String> = report
+        .calls
+        .iter()
+        .filter(|c| c.agent == "translate" || c.agent == "fallback")
+        .map(|c| c.unit.split(' ').next().unwrap_or_default().to_string())
+        .collect();
+    // The unit with `latency` is its chapter's opening, the worked example of the chapter's
+    // other prompts: that chapter is asked again, the other chapter is not.
+    assert!(asked.contains("01-intro.md#000"), "{asked:?}");
+    assert!(
+        asked.iter().all(|u| u.starts_with("01-intro.md")),
+        "{asked:?}"
+    );
+    assert!(report.totals.reused_units >= 1, "{:?}", report.totals);
 }

@@ -78,6 +78,8 @@ pub struct QualityBenchOptions {
     pub skip_naive: bool,
     /// How Quire gives house terms to the model.
     pub house_terms: crate::translate::HouseTerms,
+    /// Quire's token budget per unit.
+    pub unit_tokens: usize,
     /// Target language code (the source is English).
     pub target_lang: String,
 }
@@ -1053,6 +1055,7 @@ fn quire_chapter(
     args.model = Some(opts.model.display().to_string());
     args.quiet = true;
     args.house_terms = opts.house_terms;
+    args.unit_tokens = opts.unit_tokens;
     let topts = args.to_options()?;
     eprintln!(
         "quality: [{}/{}] {}: Quire translating ({} bytes)",

@@ -35,6 +35,8 @@ pub(crate) struct TableShape {
     pub offset: usize,
     pub rows: usize,
     pub cols: usize,
+    /// The text of each cell (text and inline code), row by row.
+    pub cells: Vec<String>,
 }
 
 /// A list and its number of items.
@@ -156,11 +158,17 @@ impl Doc {
                                 offset: r.start,
                                 rows: 0,
                                 cols: cols.len(),
+                                cells: Vec::new(),
                             })
                         }
                         Tag::TableHead | Tag::TableRow => {
                             if let Some(t) = table.as_mut() {
                                 t.rows += 1;
+                            }
+                        }
+                        Tag::TableCell => {
+                            if let Some(t) = table.as_mut() {
+                                t.cells.push(String::new());
                             }
                         }
                         Tag::List(start) => lists.push((
@@ -251,6 +259,9 @@ impl Doc {
                         h.text.push_str(&t);
                     }
                     let _ = in_image;
+                    if let Some(cell) = table.as_mut().and_then(|t| t.cells.last_mut()) {
+                        cell.push_str(&t);
+                    }
                     doc.text_runs.push(Item {
                         offset: r.start,
                         value: t.to_string(),
@@ -258,6 +269,9 @@ impl Doc {
                     doc.scan_text(&t, r.start);
                 }
                 Event::Code(c) => {
+                    if let Some(cell) = table.as_mut().and_then(|t| t.cells.last_mut()) {
+                        cell.push_str(&c);
+                    }
                     doc.inline_code.push(Item {
                         offset: r.start,
                         value: c.to_string(),

@@ -64,11 +64,13 @@ pub enum Category {
     LengthRatio,
     /// Unbalanced emphasis, brackets or quotes.
     Markup,
+    /// Line endings of another style than the source's (CRLF or LF).
+    LineEnding,
 }
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 18] = [
+    pub const ALL: [Category; 19] = [
         Category::CodeBlock,
         Category::Heading,
         Category::Link,
@@ -87,6 +89,7 @@ impl Category {
         Category::Repetition,
         Category::LengthRatio,
         Category::Markup,
+        Category::LineEnding,
     ];
 
     /// The JSON / display name, e.g. `code_block`.
@@ -110,6 +113,7 @@ impl Category {
             Category::Repetition => "repetition",
             Category::LengthRatio => "length_ratio",
             Category::Markup => "markup",
+            Category::LineEnding => "line_ending",
         }
     }
 }
@@ -353,10 +357,46 @@ pub fn check_pair(source: &str, target: &str, ctx: &CheckContext) -> Vec<Finding
     let t = doc::Doc::parse(target);
     let mut out = Vec::new();
     structure::check(&s, &t, ctx, &mut out);
+    line_endings(source, target, ctx, &mut out);
     let segments = align::segments(&s, &t);
     content::check(&segments, ctx, &mut out);
     sort_findings(&mut out);
     out
+}
+
+/// A translation whose line endings are not all of the style of a source that uses one
+/// style throughout (every line break CRLF, or every one LF).
+fn line_endings(source: &str, target: &str, ctx: &CheckContext, out: &mut Vec<Finding>) {
+    let (Some(style), Some(seen)) = (
+        crate::util::LineEnding::of(source),
+        crate::util::LineEnding::mixed(target),
+    ) else {
+        return;
+    };
+    let other = match style {
+        crate::util::LineEnding::Crlf => seen.lf,
+        crate::util::LineEnding::Lf => seen.crlf,
+    };
+    if other > 0 {
+        // The first line that ends in the other style.
+        let first = target
+            .split_inclusive('\n')
+            .position(|l| {
+                l.ends_with('\n') && l.ends_with("\r\n") != (style == crate::util::LineEnding::Crlf)
+            })
+            .map(|i| i + 1);
+        out.push(ctx.finding(
+            Category::LineEnding,
+            Severity::Error,
+            first,
+            None,
+            format!(
+                "the source's line breaks are all {style}, the translation has {other} of the other style ({} CRLF, {} LF)",
+                seen.crlf, seen.lf
+            ),
+            "Write the translation with the source's line endings.",
+        ));
+    }
 }
 
 /// Check one unit's translation (placeholders already restored) against its source.

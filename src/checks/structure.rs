@@ -435,7 +435,7 @@ fn tables(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
     let b: Vec<(usize, usize)> = t.tables.iter().map(|x| (x.rows, x.cols)).collect();
     for op in diff(&a, &b) {
         match op {
-            Op::Same(..) => {}
+            Op::Same(i, j) => emptied_cells(s, i, t, j, ctx, out),
             Op::Changed(i, j) => out.push(ctx.finding(
                 Category::Table,
                 Severity::Error,
@@ -463,6 +463,36 @@ fn tables(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
                 format!("table ({}×{}) not in the source", b[j].0, b[j].1),
                 "Remove the added table.",
             )),
+        }
+    }
+}
+
+/// Cells of a table of the same shape whose content the translation dropped: a source
+/// cell with words became empty or a bare "none" (`无`, `-`, `N/A`).
+fn emptied_cells(s: &Doc, i: usize, t: &Doc, j: usize, ctx: &CheckContext, out: &mut Vec<Finding>) {
+    let (st, tt) = (&s.tables[i], &t.tables[j]);
+    let cols = st.cols.max(1);
+    for (k, (a, b)) in st.cells.iter().zip(&tt.cells).enumerate() {
+        let words = a.chars().filter(|c| c.is_alphanumeric()).count();
+        let b = b.trim().trim_end_matches(['。', '.']);
+        let nothing = b.chars().filter(|c| c.is_alphanumeric()).count() == 0
+            || ["无", "空", "N/A", "n/a", "None", "none", "暂无"].contains(&b);
+        let same = a.trim().trim_end_matches(['。', '.']) == b;
+        if words >= 3 && nothing && !same {
+            out.push(ctx.finding(
+                Category::Table,
+                Severity::Error,
+                Some(t.line(tt.offset)),
+                Some(s.line(st.offset)),
+                format!(
+                    "table cell (row {}, column {}) lost its content: {:?} became {:?}",
+                    k / cols + 1,
+                    k % cols + 1,
+                    excerpt(a.trim(), 60),
+                    b
+                ),
+                "Translate the cell's content; never replace it with a placeholder word.",
+            ));
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct QualityArgs {
     /// How Quire gives house terms to the model (as `quire translate --house-terms`).
     #[arg(long, value_enum, default_value = "inject")]
     pub house_terms: crate::translate::HouseTerms,
+    /// Quire's token budget per unit (as `quire translate --unit-tokens`).
+    #[arg(long, default_value_t = 300)]
+    pub unit_tokens: usize,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -215,6 +218,7 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         threads,
         skip_naive: a.skip_naive,
         house_terms: a.house_terms,
+        unit_tokens: a.unit_tokens,
         target_lang: "zh-CN".to_string(),
     })?;
     emit(

@@ -82,6 +82,42 @@ pub struct TranslateArgs {
     pub batch: usize,
 }
 
+/// Source languages Quire translates from, and target languages it translates into (each
+/// with its guide, script check and typography).
+const SOURCE_LANGS: &[&str] = &["en"];
+const TARGET_LANGS: &[&str] = &["zh-CN", "zh", "zh-Hans"];
+
+/// Refuse a language pair Quire has no guide and checks for: its output would silently be
+/// checked as (and steered towards) another language.
+fn check_languages(from: &str, to: &str) -> Result<()> {
+    if !SOURCE_LANGS.iter().any(|l| l.eq_ignore_ascii_case(from)) {
+        bail!(
+            "unsupported source language --from {from:?}: supported: {}",
+            SOURCE_LANGS.join(", ")
+        );
+    }
+    if !TARGET_LANGS.iter().any(|l| l.eq_ignore_ascii_case(to)) {
+        bail!(
+            "unsupported target language --to {to:?}: supported: {} (Simplified Chinese)",
+            TARGET_LANGS.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The unit budget, clamped to what a reply can hold (a larger unit's translation would be
+/// cut short by the output cap) and to a useful minimum, saying so when it changes.
+fn unit_tokens(asked: usize) -> usize {
+    use crate::translate::passage::{MAX_NEW_TOKENS, MAX_UNIT_TOKENS};
+    let used = asked.clamp(32, MAX_UNIT_TOKENS);
+    if used != asked {
+        eprintln!(
+            "note: --unit-tokens {asked} → {used} (a unit's translation must fit a reply of at most {MAX_NEW_TOKENS} tokens; units are 32–{MAX_UNIT_TOKENS} tokens)"
+        );
+    }
+    used
+}
+
 /// Parse "90", "90s", "20m", "2h".
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
@@ -91,10 +127,13 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         Some('h') => (&s[..s.len() - 1], 3600.0),
         _ => (s, 1.0),
     };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
+    let v = match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 => v * mult,
         _ => bail!("bad --deadline {s:?}: use seconds or a number with s, m or h (e.g. 20m)"),
-    }
+    };
+    Duration::try_from_secs_f64(v).map_err(|_| {
+        anyhow::anyhow!("bad --deadline {s:?}: too long (at most about 584 billion years; omit --deadline for none)")
+    })
 }
 
 impl TranslateArgs {
@@ -112,6 +151,7 @@ impl TranslateArgs {
     /// The translation options these arguments ask for.
     pub fn to_options(self) -> Result<TranslateOptions> {
         let args = self;
+        check_languages(&args.from, &args.to)?;
         Ok(TranslateOptions {
             input: args.input,
             out: args.out,
@@ -122,7 +162,7 @@ impl TranslateArgs {
             model: args.model,
             device: args.device,
             chat_template: args.chat_template,
-            unit_tokens: args.unit_tokens.max(32),
+            unit_tokens: unit_tokens(args.unit_tokens),
             dry_run: args.dry_run,
             mode: args.mode,
             max_new_tokens_total: args.max_new_tokens_total,

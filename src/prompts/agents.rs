@@ -6,6 +6,7 @@
 use crate::engine::chat_template::Message;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::glossary::GlossaryEntry;
+use crate::units::skeleton::split_segments;
 use anyhow::{anyhow, Result};
 use minijinja::Environment;
 use serde::Serialize;
@@ -131,7 +132,7 @@ pub fn translate_prompt(
         minijinja::context! {
             target_name => language_name(target_lang), split => SPLIT,
             terms => views(unit_terms), findings, passage,
-            lines => passage.split('\n').count(),
+            lines => split_segments(passage).count(),
         },
     )?;
     let mut prompt = with_split(system, user)?;
@@ -141,7 +142,7 @@ pub fn translate_prompt(
             minijinja::context! {
                 target_name => language_name(target_lang), split => "",
                 terms => Vec::<TermView>::new(), findings => Vec::<String>::new(), passage,
-                lines => passage.split('\n').count(),
+                lines => split_segments(passage).count(),
             },
         )?;
         prompt.messages.splice(
@@ -245,8 +246,8 @@ mod tests {
     #[test]
     fn a_worked_example_is_an_earlier_turn_inside_the_stable_prefix() {
         let ex = Some((
-            "The cache is on disk.\nIt is fast.",
-            "缓存在磁盘上。\n它很快。",
+            "The cache is on disk.\n\nIt is fast.",
+            "缓存在磁盘上。\n\n它很快。",
         ));
         let p = |passage: &str| {
             translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &[], &[], &[], passage, ex).unwrap()
@@ -254,11 +255,11 @@ mod tests {
         let (a, b) = (p("First."), p("Second passage."));
         assert_eq!(a.messages.len(), 4);
         assert_eq!(a.messages[2].role, "assistant");
-        assert_eq!(a.messages[2].content, "缓存在磁盘上。\n它很快。");
-        assert!(a.messages[1].content.contains("(2 lines:"));
+        assert_eq!(a.messages[2].content, "缓存在磁盘上。\n\n它很快。");
+        assert!(a.messages[1].content.contains("(2 paragraphs:"));
         assert!(a.messages[1]
             .content
-            .ends_with("The cache is on disk.\nIt is fast.\n"));
+            .ends_with("The cache is on disk.\n\nIt is fast.\n"));
         assert_eq!(a.split.message, 3);
         assert_eq!(a.messages[..3], b.messages[..3]);
         let head = |p: &AgentPrompt| p.messages[3].content[..p.split.offset].to_string();

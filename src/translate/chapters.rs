@@ -4,7 +4,7 @@
 
 use super::manager::Manager;
 use crate::units::{reassemble, restore_placeholders};
-use crate::util::{sha256_hex, write_atomic};
+use crate::util::{sha256_hex, write_atomic, LineEnding};
 use anyhow::Result;
 
 /// A chapter as written: its name and the text of each of its units.
@@ -32,7 +32,13 @@ pub(super) fn write(
                 })
             })
             .collect();
+        // A chapter written with one line-ending style throughout keeps it (translated
+        // units come back with LF).
         let text = reassemble(units, &texts);
+        let text = match LineEnding::of(&chapter.text) {
+            Some(style) => style.apply(&text),
+            None => text,
+        };
         let path = book_dir.join(&chapter.rel_path);
         write_atomic(&path, text.as_bytes())?;
         m.checkpoint

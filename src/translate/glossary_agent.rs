@@ -22,6 +22,9 @@ pub struct Candidate {
     pub context: String,
 }
 
+/// Token allowance of one glossary proposal.
+pub const TERM_TOKENS: usize = 16;
+
 const STOPWORDS: &[&str] = &[
     "the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "was",
     "were", "be", "been", "it", "its", "this", "that", "these", "those", "as", "at", "by", "from",
@@ -218,7 +221,7 @@ pub fn build_glossary(
                 messages: p.messages,
                 split: p.split,
                 params: GenerationParams {
-                    max_new_tokens: 16,
+                    max_new_tokens: TERM_TOKENS,
                     ..Default::default()
                 },
             })

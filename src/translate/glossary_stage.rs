@@ -32,8 +32,6 @@ pub struct Terms {
     /// guess is not shown to the translating model before that (on dev-eval chapter 3,
     /// `memory system → 内存系统` would have pushed RAM into a chapter about agent memory).
     pub glossary: Glossary,
-    /// Hash of the whole glossary (part of every translation-memory key).
-    pub hash: String,
     /// The checks' context, with the same glossary.
     pub ctx: CheckContext,
     /// How house terms reach the model.
@@ -41,6 +39,17 @@ pub struct Terms {
 }
 
 impl Terms {
+    /// Hash of the terms that occur in a unit's source and of how house terms reach the
+    /// model (part of the unit's translation-memory key): a glossary change retranslates
+    /// the units it touches, and only those.
+    pub fn unit_hash(&self, source: &str) -> String {
+        let found = Glossary {
+            entries: self.glossary.found_in(source),
+        };
+        let json = serde_json::to_string(&found.entries).unwrap_or_default();
+        sha256_hex(format!("{:?}|{json}", self.house).as_bytes())
+    }
+
     /// A passage as the translating model gets it: with house terms written in, or as it is.
     pub fn passage(&self, text: &str) -> String {
         match self.house {
@@ -56,7 +65,10 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
     let opts = m.opts;
     let (from, to) = (opts.source_lang.as_str(), opts.target_lang.as_str());
     let mut glossary = if path.is_file() {
-        edited(m, backend, &path)?
+        // Written back: the house terms of this run's --glossary replace earlier ones.
+        let g = edited(m, backend, &path)?;
+        write_atomic(&path, g.to_json(from, to, true)?.as_bytes())?;
+        g
     } else {
         let glossary = infer(m, backend)?;
         write_atomic(&path, glossary.to_json(from, to, true)?.as_bytes())?;
@@ -69,14 +81,12 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
         "inferred_terms": terms.iter().filter(|e| !e.house).count(),
     });
     m.save()?;
-    let hash = sha256_hex(glossary.to_json(from, to, false)?.as_bytes());
     glossary
         .entries
         .retain(|e| e.house || !e.needs_review || e.keeps_source());
     // The checks hold the translation to the same terms: a suggestion nobody has reviewed
     // is neither shown nor checked (it would flag every unit that reads `memory` as 记忆).
     Ok(Terms {
-        hash,
         ctx: CheckContext::new(from, to).with_glossary(glossary.clone()),
         glossary,
         house: opts.house_terms,
@@ -90,11 +100,14 @@ fn edited(m: &Manager, backend: &mut LocalBackend, path: &std::path::Path) -> Re
     let mut file = Glossary::load(path, &opts.source_lang, &opts.target_lang)
         .map_err(|e| anyhow::anyhow!("{e:#} (fix it, or delete it to regenerate)"))?;
     let house = &m.plan.house;
+    // House terms come from this run's --glossary only: one removed from it since the
+    // file was written is no longer enforced.
     file.entries.retain(|l| {
-        !house
-            .entries
-            .iter()
-            .any(|h| h.source.eq_ignore_ascii_case(&l.source))
+        !l.house
+            && !house
+                .entries
+                .iter()
+                .any(|h| h.source.eq_ignore_ascii_case(&l.source))
     });
     let mut out = glossary_agent::build_glossary(
         backend,
@@ -114,11 +127,18 @@ fn infer(m: &mut Manager, backend: &mut LocalBackend) -> Result<Glossary> {
     let opts = m.opts;
     let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
     let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40);
-    let cands: Vec<_> =
+    let mut cands: Vec<_> =
         glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms)
             .into_iter()
             .filter(|c| !c.term.split(' ').any(|w| keep.iter().any(|k| k.term == w)))
             .collect();
+    // Proposals are suggestions: within --max-new-tokens-total they come after translation,
+    // so none is asked when the budget cannot also hold them.
+    if m.over_budget(cands.len() * glossary_agent::TERM_TOKENS)
+        .is_some()
+    {
+        cands.clear();
+    }
     m.progress.set_message("glossary");
     let mut calls: Vec<(String, Completion)> = Vec::new();
     let mut glossary = glossary_agent::build_glossary(

@@ -125,12 +125,22 @@ pub fn inject_house_terms(passage: &str, glossary: &Glossary) -> String {
     house.sort_by_key(|e| std::cmp::Reverse(e.source.len()));
     let mut out = passage.to_string();
     for e in house {
-        let re = regex::Regex::new(&format!(
-            r"(?i)\b{}(?:es|s)?\b",
-            regex::escape(e.source.trim())
-        ));
+        let term = e.source.trim();
+        // Word boundaries only at a term's word-character edges: `C++`, `.NET`, `(a|b)`.
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let (open, close) = (
+            if word(term.chars().next()) { r"\b" } else { "" },
+            if word(term.chars().next_back()) {
+                r"(?:es|s)?\b"
+            } else {
+                ""
+            },
+        );
+        let re = regex::Regex::new(&format!("(?i){open}{}{close}", regex::escape(term)));
         if let Ok(re) = re {
-            out = re.replace_all(&out, e.preferred()).into_owned();
+            out = re
+                .replace_all(&out, regex::NoExpand(e.preferred()))
+                .into_owned();
         }
     }
     out
@@ -181,7 +191,8 @@ impl Manager<'_> {
         self.event(
             json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
             "cached_tokens": c.cached_tokens, "completion_tokens": c.completion_tokens,
-            "latency_seconds": c.latency_seconds, "outcome": outcome}),
+            "latency_seconds": c.latency_seconds, "outcome": outcome,
+            "finish_reason": format!("{:?}", c.finish), "reply": c.text}),
         );
     }
 
@@ -312,25 +323,37 @@ fn read_memory(out: &Path, key: &str, unit: &Unit) -> Option<MemoryEntry> {
     (e.source_hash == unit.content_hash() && e.state.is_final()).then_some(e)
 }
 
-/// Exclusive lock on the output directory for the life of the run.
+/// Exclusive lock on the output directory for the life of the run: an OS advisory lock
+/// (`flock`) held on the directory itself on Unix, so no file a person could delete holds
+/// it; elsewhere on a `.quire.lock` file inside it.
 struct DirLock {
     _file: std::fs::File,
 }
 
 fn lock_dir(out: &Path) -> Result<DirLock> {
-    let path = out.join(".quire.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
+    #[cfg(unix)]
+    let (file, what) = (
+        std::fs::File::open(out)
+            .with_context(|| format!("cannot open the output directory {}", out.display()))?,
+        out.to_path_buf(),
+    );
+    #[cfg(not(unix))]
+    let (file, what) = {
+        let path = out.join(".quire.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
+        (file, path)
+    };
     match file.try_lock() {
         Ok(()) => Ok(DirLock { _file: file }),
         Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "another `quire translate` is already writing to {} (lock {}); wait for it to finish or use another --out",
+            "another `quire translate` is already writing to {} (lock held on {}); wait for it to finish or use another --out",
             out.display(),
-            path.display()
+            what.display()
         ),
         Err(std::fs::TryLockError::Error(e)) => Err(e).context("cannot lock the output directory"),
     }
@@ -384,10 +407,18 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         print_plan(&plan, opts);
         return Ok(None);
     }
+    let created = !opts.out.exists();
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("cannot create output directory {}", opts.out.display()))?;
-    let _lock = lock_dir(&opts.out)?;
-    let (mut backend, model_path, fp, inputs) = load_model(opts, &plan)?;
+    let lock = lock_dir(&opts.out)?;
+    let loaded = load_model(opts, &plan);
+    if loaded.is_err() && created {
+        // Nothing was written: leave no empty output directory behind.
+        drop(lock);
+        std::fs::remove_file(opts.out.join(".quire.lock")).ok();
+        std::fs::remove_dir(&opts.out).ok();
+    }
+    let (mut backend, model_path, fp, inputs) = loaded?;
     let mut m = Manager::resume(opts, &plan, &backend, fp);
     let calls_before = m.checkpoint.value.result.tracker_calls.len();
     m.start(inputs);
@@ -583,6 +614,23 @@ mod tests {
         assert_eq!(
             inject_house_terms("Tokens and a token, not tokenizer {{1}}.", &g),
             "词元 and a 词元, not tokenizer {{1}}."
+        );
+    }
+
+    #[test]
+    fn house_terms_with_punctuation_edges_and_dollar_targets() {
+        use crate::glossary::GlossaryEntry;
+        let g = Glossary {
+            entries: vec![
+                GlossaryEntry::house("C++", "C++ 语言"),
+                GlossaryEntry::house(".NET", "点网"),
+                GlossaryEntry::house("(a|b)", "甲或乙"),
+                GlossaryEntry::house("token", "词元$0"),
+            ],
+        };
+        assert_eq!(
+            inject_house_terms("Write C++ on .NET, match (a|b) per token.", &g),
+            "Write C++ 语言 on 点网, match 甲或乙 per 词元$0."
         );
     }
 }

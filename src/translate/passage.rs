@@ -58,11 +58,17 @@ pub fn non_latin_script(lang: &str) -> bool {
         .any(|p| l == *p || l.starts_with(&format!("{p}-")))
 }
 
+/// The most tokens one reply may have.
+pub const MAX_NEW_TOKENS: usize = 1536;
+
+/// The largest unit (estimated tokens) whose translation allowance fits [`MAX_NEW_TOKENS`].
+pub const MAX_UNIT_TOKENS: usize = (MAX_NEW_TOKENS - 48) / 3;
+
 /// Token allowance for translating `text` (a Chinese translation of English prose takes
 /// fewer tokens than its source; 3× leaves room for any target language).
 pub fn max_new_tokens(text: &str) -> usize {
     let est = crate::units::EstimateTokens.count_tokens(text);
-    (est * 3 + 48).clamp(64, 1536)
+    (est * 3 + 48).clamp(64, MAX_NEW_TOKENS)
 }
 
 /// A model's reply for a whole unit, put back into the unit's structure and checked.
@@ -85,7 +91,12 @@ pub fn accept_unit(
     }
     let reply = reply.text.as_str();
     let target = ctx.target_lang.clone();
-    let lines: Vec<&str> = reply.trim().split('\n').collect();
+    // Lines are separated by blank lines; a single newline is tolerated the same way.
+    let lines: Vec<&str> = reply
+        .trim()
+        .split('\n')
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     if lines.len() != skeleton.segments.len() {
         return Err(vec![finding(
             unit,

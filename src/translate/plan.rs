@@ -50,7 +50,9 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
         );
     }
     let house = match (&opts.glossary, default_glossary) {
-        (Some(p), _) => Glossary::load(p, &opts.source_lang, &opts.target_lang)?,
+        (Some(p), _) => Glossary::load(p, &opts.source_lang, &opts.target_lang)?
+            .without_duplicates()
+            .with_context(|| format!("invalid glossary {}", p.display()))?,
         (None, Some(json)) => Glossary::parse_json(json, &opts.source_lang, &opts.target_lang)?,
         (None, None) => Glossary::default(),
     };

@@ -141,7 +141,7 @@ fn select_reviews(
                     format!("{}{}", m.inputs_key(), serde_json::to_string(&p.messages)?).as_bytes()
                 )
             );
-            let verdict = std::fs::read_to_string(m.memory_path(&key)).ok();
+            let verdict = read_verdict(&m.memory_path(&key));
             if verdict.is_none() {
                 // Every review still to ask reserves its whole token allowance.
                 if let Some(reason) = m.over_budget(REVIEW_TOKENS * (pending + 1)) {
@@ -168,6 +168,14 @@ fn select_reviews(
     Ok(reviews)
 }
 
+/// A stored review verdict; `None` when there is none or the file is not one (corrupt or
+/// truncated: the review is asked again rather than its bytes copied into the report).
+fn read_verdict(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("verdict")?.as_str().map(str::to_string)
+}
+
 /// Ask the reviews not read back. They are independent: one batch (throughput mode), whose
 /// replies are the ones asked one at a time would give. Each verdict is recorded and stored.
 fn ask_reviews(m: &mut Manager, backend: &mut LocalBackend, reviews: &mut [Review]) -> Result<()> {
@@ -184,7 +192,11 @@ fn ask_reviews(m: &mut Manager, backend: &mut LocalBackend, reviews: &mut [Revie
             "issues"
         };
         m.record_call("proofread", &reviews[i].unit, done, outcome);
-        write_atomic(&m.memory_path(&reviews[i].key), verdict.as_bytes())?;
+        let stored = serde_json::json!({ "unit": reviews[i].unit, "verdict": verdict });
+        write_atomic(
+            &m.memory_path(&reviews[i].key),
+            stored.to_string().as_bytes(),
+        )?;
         reviews[i].verdict = Some(verdict);
     }
     Ok(())
@@ -274,4 +286,21 @@ fn house_adherence(
         }
     }
     (ok, all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_verdicts_are_not_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("review-x.json");
+        std::fs::write(&p, b"\x00\xffgarbage").unwrap();
+        assert_eq!(read_verdict(&p), None);
+        std::fs::write(&p, r#"{"unit": "a#001", "verdict": "OK"}"#).unwrap();
+        assert_eq!(read_verdict(&p).as_deref(), Some("OK"));
+        std::fs::write(&p, r#"{"unit": "a#001", "verd"#).unwrap();
+        assert_eq!(read_verdict(&p), None);
+    }
 }

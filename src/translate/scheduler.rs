@@ -24,7 +24,7 @@ use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::prompts::agents::translate_prompt;
-use crate::units::skeleton::Skeleton;
+use crate::units::skeleton::{Skeleton, SEGMENT_SEP};
 use crate::units::{Unit, UnitKind};
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
@@ -191,7 +191,7 @@ impl Scheduler {
                 format!(
                     "{}|{}|{}|{}|{:?}|{}{}",
                     unit.content_hash(),
-                    terms.hash,
+                    terms.unit_hash(&unit.source),
                     m.inputs_key(),
                     m.opts.target_lang,
                     m.opts.mode,
@@ -210,6 +210,10 @@ impl Scheduler {
                 self.out.texts[ci][ui] = Some(e.translation.clone());
                 m.reuse_unit(unit, &key, &e);
                 self.out.reused += 1;
+                // Revised in the run that translated it: still a revised unit of the book.
+                if e.attempts > 1 {
+                    self.out.revised += 1;
+                }
                 m.progress.inc(1);
                 continue;
             }
@@ -376,9 +380,10 @@ impl Scheduler {
                         .text
                         .trim()
                         .split('\n')
+                        .filter(|l| !l.trim().is_empty())
                         .map(|l| passage::typeset(&m.opts.target_lang, l))
                         .collect::<Vec<_>>()
-                        .join("\n"),
+                        .join(SEGMENT_SEP),
                 });
                 job.best = Some(Attempt {
                     errors: n_err,

@@ -1,18 +1,21 @@
 //! The decode-time constraint for one passage: what the model may write when it translates
 //! a [`super::skeleton::Skeleton`]'s segments.
 //!
-//! * **Lines**: one line per segment — never an empty line, never more lines (a reply that
-//!   ends early is caught by the checks and goes to the fallback cascade).
+//! * **Lines**: one line per segment, a blank line between two ([`SEGMENT_SEP`]) — never a
+//!   single newline or two blank lines, never more lines (a reply that ends early is caught
+//!   by the checks and goes to the fallback cascade).
 //! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
 //!   and, on the last line, the end only when every one is there. Only the canonical `{{n}}` form can be
 //!   written (full-width braces are refused).
 //! * **Markdown that the passage lacks**: a line may not start with a heading, list,
 //!   block-quote or table marker or a code fence, and backticks, table pipes and footnote
-//!   labels `[^` cannot appear, unless the passage has them itself.
+//!   labels `[^` cannot appear, unless the passage has them itself; a line has no more
+//!   `**` (bold delimiters) than its source line.
 //!
 //! The checks run on bytes, the text so far plus one candidate token, so the engine can
 //! ask them lazily ([`crate::engine::constraint`]).
 
+use super::skeleton::SEGMENT_SEP;
 use crate::engine::constraint::TextConstraint;
 use regex::bytes::Regex;
 use std::sync::LazyLock;
@@ -43,6 +46,8 @@ pub struct PassageConstraint {
     footnote_ok: bool,
     /// The passage has `{{` text that is not a placeholder.
     braces_ok: bool,
+    /// `**` delimiters of each line of the passage: a reply line may not have more.
+    bold: Vec<usize>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
 }
@@ -51,7 +56,7 @@ impl PassageConstraint {
     /// The constraint for translating `passage` (the model's text: one segment per line).
     pub fn new(passage: &str) -> Self {
         let placeholders = passage
-            .split('\n')
+            .split(SEGMENT_SEP)
             .map(|line| {
                 super::PLACEHOLDER_RE
                     .captures_iter(line)
@@ -60,7 +65,11 @@ impl PassageConstraint {
             })
             .collect();
         Self {
-            lines: passage.split('\n').count(),
+            lines: passage.split(SEGMENT_SEP).count(),
+            bold: passage
+                .split(SEGMENT_SEP)
+                .map(|l| l.matches("**").count())
+                .collect(),
             placeholders,
             markers_ok: LINE_MARKER_RE.is_match(passage.as_bytes()),
             backtick_ok: passage.contains('`'),
@@ -130,11 +139,9 @@ impl PassageConstraint {
 
     /// Whether `text` breaks no rule (it may still be unfinished).
     fn valid_prefix(&self, text: &[u8]) -> bool {
-        if text.first() == Some(&b'\n') || contains(text, b"\n\n") {
-            return false;
-        }
-        if text.iter().filter(|&&b| b == b'\n').count() >= self.lines {
-            return false;
+        match separators(text) {
+            Some(n) if n < self.lines => {}
+            _ => return false,
         }
         if contains(text, "｛".as_bytes()) || contains(text, "｝".as_bytes()) {
             return false;
@@ -146,13 +153,22 @@ impl PassageConstraint {
         {
             return false;
         }
-        self.latin_ok(text) && self.lines_placeholders_ok(text, false)
+        self.latin_ok(text) && self.lines_placeholders_ok(text, false) && self.bold_ok(text)
+    }
+
+    /// No line has more bold delimiters than its source line: emphasis the passage lacks
+    /// cannot be invented.
+    fn bold_ok(&self, text: &[u8]) -> bool {
+        reply_lines(text)
+            .iter()
+            .zip(&self.bold)
+            .all(|(line, &max)| String::from_utf8_lossy(line).matches("**").count() <= max)
     }
 
     /// Each line holds only its own placeholders; every finished line (and with
     /// `complete`, the last one too) holds all of them.
     fn lines_placeholders_ok(&self, text: &[u8], complete: bool) -> bool {
-        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        let lines = reply_lines(text);
         lines.iter().enumerate().all(|(i, line)| {
             let Some(own) = self.placeholders.get(i) else {
                 return false;
@@ -257,11 +273,53 @@ impl TextConstraint for PassageConstraint {
             return false;
         }
         let trimmed = trim_end(text);
-        let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
+        let lines = separators(trimmed).unwrap_or(usize::MAX).saturating_add(1);
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
+}
+
+/// How many line separators `text` has begun, where each run of newlines is a separator
+/// ([`SEGMENT_SEP`], or its first newline at the very end); `None` where a run is not one:
+/// a newline at the start, a single newline inside, three in a row.
+fn separators(text: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] != b'\n' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < text.len() && text[i] == b'\n' {
+            i += 1;
+        }
+        let run = i - start;
+        if start == 0 || run > 2 || (run == 1 && i < text.len()) {
+            return None;
+        }
+        n += 1;
+    }
+    Some(n)
+}
+
+/// The lines of a (well-separated, possibly unfinished) reply; a newline at the very end
+/// finishes the line before it.
+fn reply_lines(text: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut rest = text;
+    while let Some(p) = find(rest, b"\n") {
+        lines.push(&rest[..p]);
+        let skip = if rest[p..].starts_with(SEGMENT_SEP.as_bytes()) {
+            2
+        } else {
+            1
+        };
+        rest = &rest[p + skip..];
+    }
+    lines.push(rest);
+    lines
 }
 
 /// Runs of Latin letters, digits and hyphens that contain a letter: (start, end, bytes).
@@ -313,7 +371,7 @@ mod tests {
 
     #[test]
     fn nothing_after_a_loop() {
-        let c = PassageConstraint::new("A long sentence about memory.\nAnother one.");
+        let c = PassageConstraint::new("A long sentence about memory.\n\nAnother one.");
         let clause = "这是一个测试，并且重复了。";
         let looped = clause.repeat(3);
         assert!(!c.allows(looped.as_bytes(), "好".as_bytes()));
@@ -322,7 +380,7 @@ mod tests {
         // Twice is not a loop, nor a short run, nor a loop on an earlier line.
         assert!(c.allows(clause.repeat(2).as_bytes(), "好".as_bytes()));
         assert!(c.allows("的的的".as_bytes(), "好".as_bytes()));
-        let earlier = format!("{looped}\n第二行");
+        let earlier = format!("{looped}\n\n第二行");
         assert!(c.allows(earlier.as_bytes(), "。".as_bytes()));
     }
 
@@ -332,10 +390,14 @@ mod tests {
         assert!(ok(&c, "调用 {{1}} 然后 {{1"));
         assert!(ok(&c, "调用 {{ 1 }}"));
         assert!(!ok(&c, "调用 {{1}} 然后 {{1}}"), "twice");
-        let two = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
+        let two = PassageConstraint::new("First {{1}}.\n\nSecond {{2}}.");
         assert!(!ok(&two, "第一 {{2}}"), "a placeholder of another line");
         assert!(!ok(&two, "第一。\n"), "a line ends without its placeholder");
-        assert!(ok(&two, "第一 {{1}}。\n第二 {{2}}"));
+        assert!(
+            !ok(&two, "第一。\n\n"),
+            "a line ends without its placeholder"
+        );
+        assert!(ok(&two, "第一 {{1}}。\n\n第二 {{2}}"));
         assert!(!ok(&c, "调用 {{3"), "no placeholder starts with 3");
         assert!(
             !ok(&c, "调用 {{x}}"),
@@ -369,21 +431,25 @@ mod tests {
 
     #[test]
     fn exactly_one_line_per_segment() {
-        let c = PassageConstraint::new("First.\nSecond.");
-        assert!(ok(&c, "第一。\n第二"));
-        assert!(!ok(&c, "第一。\n\n"), "empty line");
+        let c = PassageConstraint::new("First.\n\nSecond.");
+        assert!(ok(&c, "第一。\n"), "a separator begun");
+        assert!(ok(&c, "第一。\n\n第二"));
+        assert!(!ok(&c, "第一。\n第二"), "a single newline inside");
+        assert!(!ok(&c, "第一。\n\n\n"), "two blank lines");
         assert!(!ok(&c, "\n"), "leading newline");
-        assert!(!ok(&c, "第一。\n第二。\n第三"), "extra line");
+        assert!(!ok(&c, "第一。\n\n第二。\n"), "a third line begun");
+        assert!(!ok(&c, "第一。\n\n第二。\n\n第三"), "extra line");
         assert!(
             c.allows_end("第一。".as_bytes()),
             "a short reply may end (it goes to the fallback)"
         );
-        let p = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
+        let p = PassageConstraint::new("First {{1}}.\n\nSecond {{2}}.");
         assert!(
-            !p.allows_end("第一 {{1}}。\n第二。".as_bytes()),
+            !p.allows_end("第一 {{1}}。\n\n第二。".as_bytes()),
             "{{2}} missing on the last line"
         );
-        assert!(c.allows_end("第一。\n第二。".as_bytes()));
+        assert!(c.allows_end("第一。\n\n第二。".as_bytes()));
+        assert!(!c.allows_end("第一。\n".as_bytes()), "not on a separator");
         assert!(!c.allows_end(b""));
     }
 
@@ -408,6 +474,10 @@ mod tests {
         }
         let with = PassageConstraint::new("a | b with `x` and [^n]");
         assert!(ok(&with, "甲 | 乙 `x` [^n]"));
+        let bold = PassageConstraint::new("A **bold** word.\n\nNo emphasis here.");
+        assert!(ok(&bold, "一个**粗体**词。\n\n这里"));
+        assert!(!ok(&bold, "一个**粗体**词**"), "a third delimiter");
+        assert!(!ok(&bold, "一个**粗体**词。\n\n这里**"), "bold the line lacks");
     }
 
     #[test]

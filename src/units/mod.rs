@@ -247,7 +247,8 @@ pub(crate) fn footnote_citation(def: &str) -> Option<Range<usize>> {
 }
 
 pub(crate) static BARE_URL_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:https?://|ftp://|www\.)[\x21-\x7e&&[^<>`]]+").expect("valid url regex")
+    Regex::new(r"(?i)(?-u:\b)(?:https?://|ftp://|www\.)[\x21-\x7e&&[^<>`]]+")
+        .expect("valid url regex")
 });
 
 /// Trim punctuation that ends a sentence rather than the URL, and unbalanced closers.

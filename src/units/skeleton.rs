@@ -4,8 +4,8 @@
 //! byte — block-quote markers, list markers, heading markers, footnote-definition labels,
 //! table pipes and divider rows, whole-line image syntax, blank lines, hard breaks — and the
 //! [`Segment`]s of prose the model translates, one per line (a table cell is a line of its
-//! own). The model sees the segments joined by newlines and must answer with exactly as many
-//! lines ([`super::constraint::PassageConstraint`] guarantees it while decoding);
+//! own). The model sees the segments as paragraphs (a blank line between two) and must answer
+//! with exactly as many ([`super::constraint::PassageConstraint`] guarantees it while decoding);
 //! [`Skeleton::assemble`] puts the translated segments back between the kept pieces, so no
 //! marker a model could drop, merge or invent is ever in its hands.
 
@@ -33,6 +33,16 @@ static IMAGE_LINE_RE: LazyLock<Regex> =
 /// A leading footnote-definition label placeholder: `{{n}}` then spaces.
 static LEADING_TOKEN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\{\{([0-9]+)\}\}[ \t]*").expect("valid regex"));
+
+/// What separates two segments in the model's text, and two lines of its reply: a blank
+/// line, as between Markdown paragraphs. With a single newline a model reads two short lines
+/// (a heading and its first paragraph) as one paragraph and merges them.
+pub const SEGMENT_SEP: &str = "\n\n";
+
+/// The segments of a model text or reply, in order.
+pub fn split_segments(text: &str) -> std::str::Split<'_, &'static str> {
+    text.split(SEGMENT_SEP)
+}
 
 /// One piece of prose the model translates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,13 +86,13 @@ impl Skeleton {
         b.finish()
     }
 
-    /// The text the model sees: the segments, one per line.
+    /// The text the model sees: the segments, one per line, a blank line between two.
     pub fn model_text(&self) -> String {
         self.segments
             .iter()
             .map(|s| s.text.as_str())
             .collect::<Vec<_>>()
-            .join("\n")
+            .join(SEGMENT_SEP)
     }
 
     /// The unit's text with `translated[i]` (restored, no placeholders left) in place of
