@@ -147,6 +147,11 @@ fn emptied_table_cells_and_line_endings() {
 #[test]
 fn headings_added_missing_and_relevelled() {
     assert_category(
+        &mutate("## 风暴\n", "## \n"),
+        Category::Heading,
+        Severity::Error,
+    );
+    assert_category(
         &mutate("# 守护灯光\n", "# 守护灯光\n\n# 第一部分\n"),
         Category::Heading,
         Severity::Error,

@@ -190,7 +190,23 @@ fn headings(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
     let count = count_note("headings", a.len(), b.len());
     for op in diff(&a, &b) {
         match op {
-            Op::Same(..) => {}
+            Op::Same(i, j) => {
+                let (sh, th) = (&s.headings[i], &t.headings[j]);
+                if th.text.trim().is_empty() && !sh.text.trim().is_empty() {
+                    out.push(ctx.finding(
+                        Category::Heading,
+                        Severity::Error,
+                        Some(t.line(th.offset)),
+                        Some(s.line(sh.offset)),
+                        format!(
+                            "heading lost its text: h{} {:?} became empty",
+                            sh.level,
+                            excerpt(&sh.text, 60)
+                        ),
+                        "Translate the heading's text.",
+                    ));
+                }
+            }
             Op::Changed(i, j) => {
                 let (sh, th) = (&s.headings[i], &t.headings[j]);
                 out.push(ctx.finding(

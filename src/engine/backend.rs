@@ -66,6 +66,10 @@ pub trait ChatBackend {
     fn model_name(&self) -> String;
     /// Device description.
     fn device_name(&self) -> String;
+    /// Prefix-cache statistics so far (none for a backend without a prefix cache).
+    fn prefix_stats(&self) -> super::prefix_cache::PrefixStats {
+        Default::default()
+    }
 }
 
 /// The on-device engine with an in-memory and (optionally) an on-disk prefix cache.
@@ -178,6 +182,10 @@ impl LocalBackend {
 }
 
 impl ChatBackend for LocalBackend {
+    fn prefix_stats(&self) -> super::prefix_cache::PrefixStats {
+        self.store.stats.clone()
+    }
+
     fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
         let start = Instant::now();
         let mut p = self.prepare(req)?;

@@ -5,7 +5,7 @@
 use super::glossary_agent;
 use super::manager::Manager;
 use crate::checks::CheckContext;
-use crate::engine::backend::{Completion, LocalBackend};
+use crate::engine::backend::{ChatBackend, Completion};
 use crate::glossary::Glossary;
 use crate::units::Unit;
 use crate::util::{sha256_hex, write_atomic};
@@ -60,7 +60,7 @@ impl Terms {
 }
 
 /// Run the stage and record it in the checkpoint.
-pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
+pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Terms> {
     let path = m.out.join("glossary.json");
     let opts = m.opts;
     let (from, to) = (opts.source_lang.as_str(), opts.target_lang.as_str());
@@ -95,7 +95,7 @@ pub fn run(m: &mut Manager, backend: &mut LocalBackend) -> Result<Terms> {
 
 /// A `glossary.json` a person may have edited (read with the run's language codes as its
 /// keys): used as it is, house terms forced.
-fn edited(m: &Manager, backend: &mut LocalBackend, path: &std::path::Path) -> Result<Glossary> {
+fn edited(m: &Manager, backend: &mut dyn ChatBackend, path: &std::path::Path) -> Result<Glossary> {
     let opts = m.opts;
     let mut file = Glossary::load(path, &opts.source_lang, &opts.target_lang)
         .map_err(|e| anyhow::anyhow!("{e:#} (fix it, or delete it to regenerate)"))?;
@@ -122,7 +122,7 @@ fn edited(m: &Manager, backend: &mut LocalBackend, path: &std::path::Path) -> Re
 }
 
 /// The agent's glossary: house terms, suggested translations, kept terms.
-fn infer(m: &mut Manager, backend: &mut LocalBackend) -> Result<Glossary> {
+fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
     let plan = m.plan;
     let opts = m.opts;
     let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();

@@ -419,38 +419,60 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         std::fs::remove_dir(&opts.out).ok();
     }
     let (mut backend, model_path, fp, inputs) = loaded?;
-    let mut m = Manager::resume(opts, &plan, &backend, fp);
+    stages(opts, &plan, &mut backend, &model_path, fp, inputs).map(Some)
+}
+
+/// [`run`] over any backend, for a book (`opts.input`) and an output directory: the same
+/// stages, checkpoints and reports, the backend's model name in the fingerprint. Tests
+/// drive the manager with stand-in backends this way.
+pub fn run_with_backend(
+    opts: &TranslateOptions,
+    backend: &mut dyn ChatBackend,
+) -> Result<RunSummary> {
+    let plan = load_plan(opts)?;
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create output directory {}", opts.out.display()))?;
+    let _lock = lock_dir(&opts.out)?;
+    let name = backend.model_name();
+    let params = serde_json::to_string(&GenerationParams::default())?;
+    let (fp, inputs) = fingerprint(&plan, opts, &name, "", &params);
+    stages(opts, &plan, backend, Path::new(&name), fp, inputs)
+}
+
+/// Glossary, translation, chapters, proofreading and the run report, over a loaded plan.
+fn stages(
+    opts: &TranslateOptions,
+    plan: &Plan,
+    backend: &mut dyn ChatBackend,
+    model_path: &Path,
+    fp: String,
+    inputs: BTreeMap<String, String>,
+) -> Result<RunSummary> {
+    let mut m = Manager::resume(opts, plan, backend, fp);
     let calls_before = m.checkpoint.value.result.tracker_calls.len();
     m.start(inputs);
     m.save()?;
 
     // 1. Glossary, 2. translation (with checks, revision and the fallback cascade).
-    let terms = glossary_stage::run(&mut m, &mut backend)?;
-    let done = scheduler::run(&mut m, &mut backend, &terms)?;
+    let terms = glossary_stage::run(&mut m, backend)?;
+    let done = scheduler::run(&mut m, backend, &terms)?;
     // 3. Chapters: finished units translated, the rest (if the run stopped) left in the source.
     let chapter_texts = chapters::write(&mut m, &done.texts)?;
     // 4. Proofreading: deterministic QA over every unit, then a model review of flagged
     //    units and a sample of clean ones.
     let mut stopped = done.stopped.clone();
-    let proof = review::run(
-        &mut m,
-        &mut backend,
-        &terms,
-        &done,
-        &chapter_texts,
-        &mut stopped,
-    )?;
+    let proof = review::run(&mut m, backend, &terms, &done, &chapter_texts, &mut stopped)?;
     // 5. run.json and the final checkpoint.
     let summary = run_report::finish(
         &mut m,
-        &backend,
-        &model_path,
+        &*backend,
+        model_path,
         calls_before,
         &done,
         &proof,
         stopped,
     )?;
-    Ok(Some(summary))
+    Ok(summary)
 }
 
 /// Load the model into a backend (with the disk prefix cache when one is configured) and
@@ -497,7 +519,7 @@ impl<'a> Manager<'a> {
     fn resume(
         opts: &'a TranslateOptions,
         plan: &'a Plan,
-        backend: &LocalBackend,
+        backend: &dyn ChatBackend,
         fp: String,
     ) -> Self {
         let out = opts.out.clone();

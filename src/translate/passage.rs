@@ -313,8 +313,12 @@ fn translate_pieces(
     let replies = backend.complete_batch(&reqs)?;
     let mut out = Vec::with_capacity(replies.len());
     for ((seg, reply), i) in segs.iter().zip(replies).zip(1..) {
+        // A piece is one line with text: an empty reply or one of several lines is not
+        // its translation (a backend without the decode-time constraint can give both).
+        let one_line = !reply.text.trim().is_empty() && !reply.text.trim().contains('\n');
         let ok = restore_segment(unit, seg, reply.text.trim())
             .ok()
+            .filter(|_| one_line)
             .filter(|_| cut_short(&reply).is_none())
             .filter(|_| out_of_step(&seg.text, reply.text.trim(), ctx).is_none())
             .filter(|t| {

@@ -9,7 +9,7 @@ use super::glossary_stage::Terms;
 use super::manager::Manager;
 use super::scheduler::Translated;
 use crate::checks::{check_units, Finding, Report, Severity};
-use crate::engine::backend::{ChatBackend, ChatRequest, LocalBackend};
+use crate::engine::backend::{ChatBackend, ChatRequest};
 use crate::engine::generate::GenerationParams;
 use crate::glossary::{contains_term, GlossaryEntry};
 use crate::prompts::agents::review_prompt;
@@ -26,7 +26,7 @@ const REVIEW_TOKENS: usize = 96;
 /// run has already stopped, and stops (setting `stopped`) where a budget runs out.
 pub(super) fn run(
     m: &mut Manager,
-    backend: &mut LocalBackend,
+    backend: &mut dyn ChatBackend,
     terms: &Terms,
     done: &Translated,
     chapters: &[ChapterText],
@@ -178,7 +178,11 @@ fn read_verdict(path: &std::path::Path) -> Option<String> {
 
 /// Ask the reviews not read back. They are independent: one batch (throughput mode), whose
 /// replies are the ones asked one at a time would give. Each verdict is recorded and stored.
-fn ask_reviews(m: &mut Manager, backend: &mut LocalBackend, reviews: &mut [Review]) -> Result<()> {
+fn ask_reviews(
+    m: &mut Manager,
+    backend: &mut dyn ChatBackend,
+    reviews: &mut [Review],
+) -> Result<()> {
     let asks: Vec<usize> = (0..reviews.len())
         .filter(|&i| reviews[i].verdict.is_none())
         .collect();

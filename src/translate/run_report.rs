@@ -4,7 +4,7 @@
 use super::checkpoint::TrackerCall;
 use super::manager::{Manager, RunSummary};
 use super::scheduler::Translated;
-use crate::engine::backend::LocalBackend;
+use crate::engine::backend::ChatBackend;
 use crate::report::{write_json, CallRecord, ProofreadingReport, RunReport, RunTotals};
 use anyhow::Result;
 use serde_json::json;
@@ -14,7 +14,7 @@ use std::path::Path;
 /// or why the run stopped) and sum the run up.
 pub(super) fn finish(
     m: &mut Manager,
-    backend: &LocalBackend,
+    backend: &dyn ChatBackend,
     model_path: &Path,
     calls_before: usize,
     done: &Translated,
@@ -66,7 +66,7 @@ pub(super) fn finish(
 /// `run.json`'s data: each call, then the sums and rates over them.
 fn run_report(
     m: &Manager,
-    backend: &LocalBackend,
+    backend: &dyn ChatBackend,
     model_path: &Path,
     calls: &[TrackerCall],
     done: &Translated,
@@ -120,7 +120,7 @@ fn run_report(
             reused_units: done.reused,
             context_peak_tokens: done.context_peak,
             orchestrated_context_peak_tokens: done.orchestrated_peak,
-            prefix_cache: backend.store.stats.clone(),
+            prefix_cache: backend.prefix_stats(),
         },
     }
 }

@@ -19,7 +19,7 @@ use super::glossary_stage::Terms;
 use super::manager::{inject_house_terms, Exchange, Manager, MemoryEntry, Mode};
 use super::passage;
 use crate::checks::{Finding, Severity};
-use crate::engine::backend::{ChatBackend, ChatRequest, Completion, LocalBackend};
+use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
@@ -79,7 +79,7 @@ pub fn max_new_tokens_for(unit: &Unit) -> usize {
 }
 
 /// Run the stage over every translatable unit of the plan.
-pub fn run(m: &mut Manager, backend: &mut LocalBackend, terms: &Terms) -> Result<Translated> {
+pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Result<Translated> {
     let mut s = Scheduler {
         out: Translated {
             texts: m.plan.units.iter().map(|u| vec![None; u.len()]).collect(),
@@ -320,7 +320,7 @@ impl Scheduler {
     fn take_reply(
         &mut self,
         m: &mut Manager,
-        backend: &mut LocalBackend,
+        backend: &mut dyn ChatBackend,
         terms: &Terms,
         mut job: UnitJob,
         done: Completion,
@@ -406,7 +406,7 @@ impl Scheduler {
     fn finish(
         &mut self,
         m: &mut Manager,
-        backend: &mut LocalBackend,
+        backend: &mut dyn ChatBackend,
         terms: &Terms,
         mut job: UnitJob,
         skeleton: &Skeleton,

@@ -477,7 +477,10 @@ mod tests {
         let bold = PassageConstraint::new("A **bold** word.\n\nNo emphasis here.");
         assert!(ok(&bold, "一个**粗体**词。\n\n这里"));
         assert!(!ok(&bold, "一个**粗体**词**"), "a third delimiter");
-        assert!(!ok(&bold, "一个**粗体**词。\n\n这里**"), "bold the line lacks");
+        assert!(
+            !ok(&bold, "一个**粗体**词。\n\n这里**"),
+            "bold the line lacks"
+        );
     }
 
     #[test]
