@@ -314,6 +314,39 @@ const TRANSLATED_NAMES: &[&str] = &[
     "internet",
 ];
 
+/// `text` without quoted passages (`"…"`, `“…”`): quoted speech and examples are written
+/// as people write, not in the book's terminology ("a Senior Software Engineer at TechCorp").
+fn without_quotes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    for c in text.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '“' => quoted = true,
+            '”' => quoted = false,
+            '\n' => {
+                quoted = false;
+                out.push(c);
+            }
+            _ if !quoted => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A title-case sentence (a caption or a bold title: after the first word, three quarters
+/// or more of the words of four letters or more capitalised, at least three of them), where
+/// capitals mark the title, not terms.
+fn title_case(words: &[&str]) -> bool {
+    let long: Vec<&&str> = words.iter().skip(1).filter(|w| w.len() >= 4).collect();
+    let caps = long
+        .iter()
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
+        .count();
+    long.len() >= 3 && caps * 4 >= long.len() * 3
+}
+
 /// Terms to keep as they are, found without a model: acronyms (`LLM`, `GAIA`) and words
 /// the book writes with a capital letter in mid-sentence nearly every time it uses them
 /// (`Agent`, `Prompt`): technical writers mark the terms they keep untranslated that way.
@@ -329,11 +362,14 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
             .filter(|l| !l.trim_start().starts_with('#'))
             .collect::<Vec<_>>()
             .join("\n");
-        for sentence in sentences(&text) {
+        for sentence in sentences(&without_quotes(&text)) {
             let words: Vec<&str> = sentence
                 .split(|c: char| !(c.is_alphanumeric() || c == '-'))
                 .filter(|w| !w.is_empty())
                 .collect();
+            if title_case(&words) {
+                continue;
+            }
             for (i, w) in words.iter().enumerate() {
                 let first = w.chars().next().unwrap_or(' ');
                 if w.len() < 2 || !first.is_ascii_alphabetic() {
@@ -441,7 +477,10 @@ mod tests {
             rel_path: "c.md".into(),
             text: "## Senior Engineer Notes\n\nAn Agent calls the LLM twice. Each Agent keeps a Prompt in memory. \
                    The Prompt and the Agent see Figure 2 and Figure 3 here. \
-                   Every agent has a Prompt and an Agent loop. Tools help the Agent."
+                   Every agent has a Prompt and an Agent loop. Tools help the Agent. \
+                   She was \"a Senior Engineer at Acme\" and \"a Senior Engineer at Initech\" before. \
+                   The Agent read the Comparison of Four Memory Strategies and the Summary of Memory Strategies.\n\n\
+                   ![Comparison of Four Memory Strategies](fig.svg)"
                 .into(),
         };
         let units =
@@ -451,6 +490,11 @@ mod tests {
             .map(|c| c.term)
             .collect();
         assert!(keep.contains(&"Agent".to_string()), "{keep:?}");
+        assert!(!keep.contains(&"Senior".to_string()), "quoted: {keep:?}");
+        assert!(
+            !keep.contains(&"Strategies".to_string()),
+            "title case: {keep:?}"
+        );
         assert!(keep.contains(&"Prompt".to_string()), "{keep:?}");
         assert!(keep.contains(&"LLM".to_string()), "{keep:?}");
         assert!(!keep.contains(&"Figure".to_string()), "{keep:?}");
