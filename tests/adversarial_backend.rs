@@ -214,6 +214,7 @@ proptest! {
         let mut backend = StandIn { seed, calls: 0 };
         let summary = run_with_backend(&opts, &mut backend).unwrap();
         prop_assert!(summary.complete);
+        prop_assert_eq!(summary.blocked, 0, "a unit the fallback could not translate keeps its source, flagged");
         let written = std::fs::read_to_string(opts.out.join("book/ch1.md")).unwrap();
         if crlf {
             prop_assert_eq!(written.matches('\n').count(), written.matches("\r\n").count());

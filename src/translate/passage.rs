@@ -284,6 +284,16 @@ pub fn fallback(
     }
     let text = skeleton.assemble(unit, &translated);
     let mut findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
+    if kept_source > 0 {
+        // The sentences kept in the source language are the last resort, flagged below as
+        // warnings; a unit that is only such a sentence is not blocked for being English.
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.category == Category::Untranslated)
+        {
+            f.severity = f.severity.max(Severity::Warning);
+        }
+    }
     findings.extend(notes);
     Ok(Fallback {
         text,
