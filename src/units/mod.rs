@@ -439,11 +439,11 @@ pub fn segment_chapter(
                     }
                 }
             }
-            AtomKind::Prose { starts_unit } => {
+            AtomKind::Prose { starts_unit, alone } => {
                 open_verbatim = false;
                 let t = counter.count_tokens(&text[atom.range.clone()]);
                 match cur.take() {
-                    Some((r, tokens)) if !starts_unit && tokens + t <= budget => {
+                    Some((r, tokens)) if !starts_unit && !alone && tokens + t <= budget => {
                         cur = Some((r.start..atom.range.end, tokens + t));
                     }
                     Some((r, _)) => {
@@ -451,6 +451,11 @@ pub fn segment_chapter(
                         cur = Some((atom.range, t));
                     }
                     None => cur = Some((atom.range, t)),
+                }
+                if alone {
+                    if let Some((r, _)) = cur.take() {
+                        push(&mut units, r, UnitKind::Translate);
+                    }
                 }
             }
         }
@@ -860,9 +865,16 @@ fn link_target_span(text: &str, f: &LinkFrame, spans: &mut Vec<Span>) {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AtomKind {
-    Prose { starts_unit: bool },
+    /// Prose; `starts_unit`: never joins the unit before it (a heading); `alone`: a unit of
+    /// its own (a figure: a model asked for a paragraph and the figure's caption after it
+    /// drops the caption).
+    Prose { starts_unit: bool, alone: bool },
     Verbatim,
 }
+
+/// A paragraph that is only an image: `![caption](target)`.
+static IMAGE_PARAGRAPH_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^!\[[^\n]*\]\([^\n]*\)$").expect("valid image regex"));
 
 #[derive(Debug, Clone)]
 struct Atom {
@@ -913,7 +925,10 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                 );
             }
         }
-        let prose = AtomKind::Prose { starts_unit: false };
+        let prose = AtomKind::Prose {
+            starts_unit: false,
+            alone: false,
+        };
         match b.kind {
             TopKind::Verbatim => push(
                 &mut atoms,
@@ -930,7 +945,19 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
             TopKind::Heading => push(
                 &mut atoms,
                 start..end,
-                AtomKind::Prose { starts_unit: true },
+                AtomKind::Prose {
+                    starts_unit: true,
+                    alone: false,
+                },
+                &mut pending_lead,
+            ),
+            TopKind::Paragraph if IMAGE_PARAGRAPH_RE.is_match(text[start..end].trim()) => push(
+                &mut atoms,
+                start..end,
+                AtomKind::Prose {
+                    starts_unit: true,
+                    alone: true,
+                },
                 &mut pending_lead,
             ),
             TopKind::Paragraph => {
@@ -1165,6 +1192,23 @@ mod tests {
         assert_eq!(placeholder_token(12), "{{12}}");
         assert!(PLACEHOLDER_RE.is_match("x {{ 3 }} y"));
         assert!(PLACEHOLDER_RE.is_match("x ｛｛3｝｝ y"));
+    }
+
+    #[test]
+    fn a_figure_is_a_unit_of_its_own() {
+        let units = roundtrip(
+            "As Figure 1 shows, the cache is reused.\n\n![Figure 1: The cache](fig1.svg)\n\nThe next paragraph follows.\n",
+            300,
+        );
+        let kinds: Vec<&str> = units.iter().map(|u| u.source.trim()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "As Figure 1 shows, the cache is reused.",
+                "![Figure 1: The cache](fig1.svg)",
+                "The next paragraph follows."
+            ]
+        );
     }
 
     #[test]
