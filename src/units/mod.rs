@@ -868,7 +868,10 @@ enum AtomKind {
     /// Prose; `starts_unit`: never joins the unit before it (a heading); `alone`: a unit of
     /// its own (a figure: a model asked for a paragraph and the figure's caption after it
     /// drops the caption).
-    Prose { starts_unit: bool, alone: bool },
+    Prose {
+        starts_unit: bool,
+        alone: bool,
+    },
     Verbatim,
 }
 
