@@ -47,7 +47,7 @@ fn constrained_translation_keeps_structure_on_the_real_model() {
         let gen = e
             .generate(&mut cache, &prompt(e, passage), params, &mut |_| {})
             .unwrap();
-        let lines: Vec<&str> = gen.text.trim().split("\n\n").collect();
+        let lines: Vec<&str> = gen.text.trim().split('\n').collect();
         assert!(
             lines.len() <= sk.segments.len(),
             "{passage:?} → {:?}",

@@ -246,8 +246,8 @@ mod tests {
     #[test]
     fn a_worked_example_is_an_earlier_turn_inside_the_stable_prefix() {
         let ex = Some((
-            "The cache is on disk.\n\nIt is fast.",
-            "缓存在磁盘上。\n\n它很快。",
+            "The cache is on disk.\nIt is fast.",
+            "缓存在磁盘上。\n它很快。",
         ));
         let p = |passage: &str| {
             translate_prompt(DEFAULT_GUIDE, "en", "zh-CN", &[], &[], &[], passage, ex).unwrap()
@@ -255,11 +255,11 @@ mod tests {
         let (a, b) = (p("First."), p("Second passage."));
         assert_eq!(a.messages.len(), 4);
         assert_eq!(a.messages[2].role, "assistant");
-        assert_eq!(a.messages[2].content, "缓存在磁盘上。\n\n它很快。");
-        assert!(a.messages[1].content.contains("(2 paragraphs:"));
+        assert_eq!(a.messages[2].content, "缓存在磁盘上。\n它很快。");
+        assert!(a.messages[1].content.contains("(2 lines:"));
         assert!(a.messages[1]
             .content
-            .ends_with("The cache is on disk.\n\nIt is fast.\n"));
+            .ends_with("The cache is on disk.\nIt is fast.\n"));
         assert_eq!(a.split.message, 3);
         assert_eq!(a.messages[..3], b.messages[..3]);
         let head = |p: &AgentPrompt| p.messages[3].content[..p.split.offset].to_string();

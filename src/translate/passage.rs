@@ -171,17 +171,22 @@ pub fn cut_short(reply: &Completion) -> Option<String> {
 /// enough to tell: the sign of a reply whose lines are out of step with the passage's (a
 /// line skipped, the next one's translation in its place) or that ran on. `None` when
 /// the line is in step.
+///
+/// A short source line (a heading, a caption) is only checked for running on: a
+/// translation over 40 visible characters and three times the typical length is a
+/// paragraph in its place (a model that skipped a chapter's title line put the first
+/// paragraph's translation there).
 pub fn out_of_step(source: &str, translated: &str, ctx: &CheckContext) -> Option<f64> {
     use crate::checks::lang::{expected_script, typical_length_ratio, visible_len};
-    let sl = visible_len(source);
-    if sl < 40 {
-        return None;
-    }
+    let (sl, tl) = (visible_len(source), visible_len(translated));
     let typical = typical_length_ratio(
         expected_script(&ctx.source_lang),
         expected_script(&ctx.target_lang),
     );
-    let r = visible_len(translated) as f64 / sl as f64;
+    let r = tl as f64 / sl.max(1) as f64;
+    if sl < 40 {
+        return (tl > 40 && r > typical * 3.0).then_some(r);
+    }
     (r < typical / 3.0 || r > typical * 3.0).then_some(r)
 }
 
@@ -481,8 +486,22 @@ mod tests {
             let err = accept_unit(&u, &sk, &reply(good, cut), &ctx).unwrap_err();
             assert!(err[0].evidence.contains("cut short"), "{err:?}");
         }
-        // Short lines say nothing either way; a same-density pair has its own typical ratio.
+        // Short lines are checked only for running on; a same-density pair has its own
+        // typical ratio.
         assert_eq!(out_of_step("Summary", "总结", &ctx), None);
+        assert!(
+            out_of_step(
+                "Chapter 1: What a Token Is",
+                "词元是语言模型从固定词汇中提取的短文本片段。词元可以是整个单词，也可以是单词的片段，或者是一个空格。",
+                &ctx
+            )
+            .is_some(),
+            "a paragraph on a title's line"
+        );
+        assert_eq!(
+            out_of_step("Chapter 1: What a Token Is", "第 1 章：什么是词元", &ctx),
+            None
+        );
         let de = CheckContext::new("en", "de");
         let src = "The cache is stored on disk, so a restart costs only twelve milliseconds.";
         assert_eq!(out_of_step(src, "Der Cache liegt auf der Festplatte, daher kostet ein Neustart nur zwölf Millisekunden.", &de), None);

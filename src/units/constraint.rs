@@ -1,9 +1,9 @@
 //! The decode-time constraint for one passage: what the model may write when it translates
 //! a [`super::skeleton::Skeleton`]'s segments.
 //!
-//! * **Lines**: one line per segment, a blank line between two ([`SEGMENT_SEP`]) — never a
-//!   single newline or two blank lines, never more lines (a reply that ends early is caught
-//!   by the checks and goes to the fallback cascade).
+//! * **Lines**: one line per segment ([`SEGMENT_SEP`] between two) — never an empty line,
+//!   never more lines (a reply that ends early is caught by the checks and goes to the
+//!   fallback cascade).
 //! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
 //!   and, on the last line, the end only when every one is there. Only the canonical `{{n}}` form can be
 //!   written (full-width braces are refused).
@@ -281,9 +281,10 @@ impl TextConstraint for PassageConstraint {
 }
 
 /// How many line separators `text` has begun, where each run of newlines is a separator
-/// ([`SEGMENT_SEP`], or its first newline at the very end); `None` where a run is not one:
-/// a newline at the start, a single newline inside, three in a row.
+/// ([`SEGMENT_SEP`], or the start of one at the very end); `None` where a run is not one:
+/// a newline at the start, a run longer or (inside the text) shorter than a separator.
 fn separators(text: &[u8]) -> Option<usize> {
+    let sep = SEGMENT_SEP.len();
     let mut n = 0;
     let mut i = 0;
     while i < text.len() {
@@ -296,7 +297,7 @@ fn separators(text: &[u8]) -> Option<usize> {
             i += 1;
         }
         let run = i - start;
-        if start == 0 || run > 2 || (run == 1 && i < text.len()) {
+        if start == 0 || run > sep || (run < sep && i < text.len()) {
             return None;
         }
         n += 1;
@@ -312,7 +313,7 @@ fn reply_lines(text: &[u8]) -> Vec<&[u8]> {
     while let Some(p) = find(rest, b"\n") {
         lines.push(&rest[..p]);
         let skip = if rest[p..].starts_with(SEGMENT_SEP.as_bytes()) {
-            2
+            SEGMENT_SEP.len()
         } else {
             1
         };
@@ -371,7 +372,7 @@ mod tests {
 
     #[test]
     fn nothing_after_a_loop() {
-        let c = PassageConstraint::new("A long sentence about memory.\n\nAnother one.");
+        let c = PassageConstraint::new("A long sentence about memory.\nAnother one.");
         let clause = "这是一个测试，并且重复了。";
         let looped = clause.repeat(3);
         assert!(!c.allows(looped.as_bytes(), "好".as_bytes()));
@@ -380,7 +381,7 @@ mod tests {
         // Twice is not a loop, nor a short run, nor a loop on an earlier line.
         assert!(c.allows(clause.repeat(2).as_bytes(), "好".as_bytes()));
         assert!(c.allows("的的的".as_bytes(), "好".as_bytes()));
-        let earlier = format!("{looped}\n\n第二行");
+        let earlier = format!("{looped}\n第二行");
         assert!(c.allows(earlier.as_bytes(), "。".as_bytes()));
     }
 
@@ -390,14 +391,11 @@ mod tests {
         assert!(ok(&c, "调用 {{1}} 然后 {{1"));
         assert!(ok(&c, "调用 {{ 1 }}"));
         assert!(!ok(&c, "调用 {{1}} 然后 {{1}}"), "twice");
-        let two = PassageConstraint::new("First {{1}}.\n\nSecond {{2}}.");
+        let two = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
         assert!(!ok(&two, "第一 {{2}}"), "a placeholder of another line");
         assert!(!ok(&two, "第一。\n"), "a line ends without its placeholder");
-        assert!(
-            !ok(&two, "第一。\n\n"),
-            "a line ends without its placeholder"
-        );
-        assert!(ok(&two, "第一 {{1}}。\n\n第二 {{2}}"));
+        assert!(!ok(&two, "第一。\n"), "a line ends without its placeholder");
+        assert!(ok(&two, "第一 {{1}}。\n第二 {{2}}"));
         assert!(!ok(&c, "调用 {{3"), "no placeholder starts with 3");
         assert!(
             !ok(&c, "调用 {{x}}"),
@@ -431,24 +429,23 @@ mod tests {
 
     #[test]
     fn exactly_one_line_per_segment() {
-        let c = PassageConstraint::new("First.\n\nSecond.");
+        let c = PassageConstraint::new("First.\nSecond.");
         assert!(ok(&c, "第一。\n"), "a separator begun");
-        assert!(ok(&c, "第一。\n\n第二"));
-        assert!(!ok(&c, "第一。\n第二"), "a single newline inside");
-        assert!(!ok(&c, "第一。\n\n\n"), "two blank lines");
+        assert!(ok(&c, "第一。\n第二"));
+        assert!(!ok(&c, "第一。\n\n"), "an empty line");
         assert!(!ok(&c, "\n"), "leading newline");
-        assert!(!ok(&c, "第一。\n\n第二。\n"), "a third line begun");
-        assert!(!ok(&c, "第一。\n\n第二。\n\n第三"), "extra line");
+        assert!(!ok(&c, "第一。\n第二。\n"), "a third line begun");
+        assert!(!ok(&c, "第一。\n第二。\n第三"), "extra line");
         assert!(
             c.allows_end("第一。".as_bytes()),
             "a short reply may end (it goes to the fallback)"
         );
-        let p = PassageConstraint::new("First {{1}}.\n\nSecond {{2}}.");
+        let p = PassageConstraint::new("First {{1}}.\nSecond {{2}}.");
         assert!(
-            !p.allows_end("第一 {{1}}。\n\n第二。".as_bytes()),
+            !p.allows_end("第一 {{1}}。\n第二。".as_bytes()),
             "{{2}} missing on the last line"
         );
-        assert!(c.allows_end("第一。\n\n第二。".as_bytes()));
+        assert!(c.allows_end("第一。\n第二。".as_bytes()));
         assert!(!c.allows_end("第一。\n".as_bytes()), "not on a separator");
         assert!(!c.allows_end(b""));
     }
@@ -474,11 +471,11 @@ mod tests {
         }
         let with = PassageConstraint::new("a | b with `x` and [^n]");
         assert!(ok(&with, "甲 | 乙 `x` [^n]"));
-        let bold = PassageConstraint::new("A **bold** word.\n\nNo emphasis here.");
-        assert!(ok(&bold, "一个**粗体**词。\n\n这里"));
+        let bold = PassageConstraint::new("A **bold** word.\nNo emphasis here.");
+        assert!(ok(&bold, "一个**粗体**词。\n这里"));
         assert!(!ok(&bold, "一个**粗体**词**"), "a third delimiter");
         assert!(
-            !ok(&bold, "一个**粗体**词。\n\n这里**"),
+            !ok(&bold, "一个**粗体**词。\n这里**"),
             "bold the line lacks"
         );
     }
