@@ -43,18 +43,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The check categories counted as structure errors.
-pub const STRUCTURE_CATEGORIES: [Category; 10] = [
-    Category::CodeBlock,
-    Category::Heading,
-    Category::Link,
-    Category::Image,
-    Category::Footnote,
-    Category::Table,
-    Category::List,
-    Category::InlineCode,
-    Category::Placeholder,
-    Category::Url,
-];
+pub const STRUCTURE_CATEGORIES: [Category; 11] = Category::STRUCTURE;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -92,6 +92,22 @@ impl Category {
         Category::LineEnding,
     ];
 
+    /// The categories of structure a translation must keep exactly (what the translation
+    /// pipeline guarantees: no error in them on Quire's own output).
+    pub const STRUCTURE: [Category; 11] = [
+        Category::CodeBlock,
+        Category::Heading,
+        Category::Link,
+        Category::Image,
+        Category::Footnote,
+        Category::Table,
+        Category::List,
+        Category::InlineCode,
+        Category::Placeholder,
+        Category::Url,
+        Category::LineEnding,
+    ];
+
     /// The JSON / display name, e.g. `code_block`.
     pub fn name(self) -> &'static str {
         match self {
