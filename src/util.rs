@@ -143,7 +143,7 @@ impl std::fmt::Display for LineEnding {
 }
 
 #[cfg(test)]
-mod line_ending_tests {
+mod tests {
     use super::*;
 
     #[test]

@@ -14,7 +14,7 @@
 //!
 //! Measures, for each system and chapter (see [`measure`]):
 //! * **structure errors**: error-severity findings of [`crate::checks::check_pair`] in the
-//!   [`STRUCTURE_CATEGORIES`]; error-severity `number` findings are counted separately;
+//!   [`Category::STRUCTURE`]; error-severity `number` findings are counted separately;
 //! * **blocked units** (Quire only), from the run's [`crate::translate::manager::RunSummary`];
 //! * **house-term share** ([`house_term_share`]): per house term, source occurrences whose
 //!   target appears in the translation; overall and the worst term;
@@ -41,9 +41,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-/// The check categories counted as structure errors.
-pub const STRUCTURE_CATEGORIES: [Category; 11] = Category::STRUCTURE;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -130,7 +127,7 @@ pub struct Untranslated {
 /// The deterministic measures of one translation against its source.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Metrics {
-    /// Error-severity findings in [`STRUCTURE_CATEGORIES`].
+    /// Error-severity findings in [`Category::STRUCTURE`].
     pub structure_errors: usize,
     /// Error-severity `number` findings.
     pub number_errors: usize,
@@ -598,7 +595,7 @@ pub fn measure(source: &str, translation: &str, ctx: &CheckContext) -> Metrics {
     }
     let structure: Vec<&&Finding> = errors
         .iter()
-        .filter(|f| STRUCTURE_CATEGORIES.contains(&f.category))
+        .filter(|f| Category::STRUCTURE.contains(&f.category))
         .collect();
     Metrics {
         structure_errors: structure.len(),
@@ -1217,7 +1214,7 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         naive_skipped: opts.skip_naive,
         naive_engine,
         chrf_method: scorer.method,
-        structure_categories: STRUCTURE_CATEGORIES
+        structure_categories: Category::STRUCTURE
             .iter()
             .map(|c| c.name().to_string())
             .collect(),

@@ -383,23 +383,19 @@ pub fn check_pair(source: &str, target: &str, ctx: &CheckContext) -> Vec<Finding
 /// A translation whose line endings are not all of the style of a source that uses one
 /// style throughout (every line break CRLF, or every one LF).
 fn line_endings(source: &str, target: &str, ctx: &CheckContext, out: &mut Vec<Finding>) {
-    let (Some(style), Some(seen)) = (
-        crate::util::LineEnding::of(source),
-        crate::util::LineEnding::mixed(target),
-    ) else {
+    use crate::util::LineEnding;
+    let (Some(style), Some(seen)) = (LineEnding::of(source), LineEnding::mixed(target)) else {
         return;
     };
     let other = match style {
-        crate::util::LineEnding::Crlf => seen.lf,
-        crate::util::LineEnding::Lf => seen.crlf,
+        LineEnding::Crlf => seen.lf,
+        LineEnding::Lf => seen.crlf,
     };
     if other > 0 {
         // The first line that ends in the other style.
         let first = target
             .split_inclusive('\n')
-            .position(|l| {
-                l.ends_with('\n') && l.ends_with("\r\n") != (style == crate::util::LineEnding::Crlf)
-            })
+            .position(|l| l.ends_with('\n') && LineEnding::of(l) != Some(style))
             .map(|i| i + 1);
         out.push(ctx.finding(
             Category::LineEnding,

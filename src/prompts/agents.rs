@@ -6,7 +6,6 @@
 use crate::engine::chat_template::Message;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::glossary::GlossaryEntry;
-use crate::units::skeleton::split_segments;
 use anyhow::{anyhow, Result};
 use minijinja::Environment;
 use serde::Serialize;
@@ -132,7 +131,7 @@ pub fn translate_prompt(
         minijinja::context! {
             target_name => language_name(target_lang), split => SPLIT,
             terms => views(unit_terms), findings, passage,
-            lines => split_segments(passage).count(),
+            lines => passage.split('\n').count(),
         },
     )?;
     let mut prompt = with_split(system, user)?;
@@ -142,7 +141,7 @@ pub fn translate_prompt(
             minijinja::context! {
                 target_name => language_name(target_lang), split => "",
                 terms => Vec::<TermView>::new(), findings => Vec::<String>::new(), passage,
-                lines => split_segments(passage).count(),
+                lines => passage.split('\n').count(),
             },
         )?;
         prompt.messages.splice(

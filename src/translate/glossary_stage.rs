@@ -43,10 +43,7 @@ impl Terms {
     /// model (part of the unit's translation-memory key): a glossary change retranslates
     /// the units it touches, and only those.
     pub fn unit_hash(&self, source: &str) -> String {
-        let found = Glossary {
-            entries: self.glossary.found_in(source),
-        };
-        let json = serde_json::to_string(&found.entries).unwrap_or_default();
+        let json = serde_json::to_string(&self.glossary.found_in(source)).unwrap_or_default();
         sha256_hex(format!("{:?}|{json}", self.house).as_bytes())
     }
 

@@ -24,7 +24,7 @@ use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::prompts::agents::translate_prompt;
-use crate::units::skeleton::{Skeleton, SEGMENT_SEP};
+use crate::units::skeleton::Skeleton;
 use crate::units::{Unit, UnitKind};
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
@@ -383,7 +383,7 @@ impl Scheduler {
                         .filter(|l| !l.trim().is_empty())
                         .map(|l| passage::typeset(&m.opts.target_lang, l))
                         .collect::<Vec<_>>()
-                        .join(SEGMENT_SEP),
+                        .join("\n"),
                 });
                 job.best = Some(Attempt {
                     errors: n_err,

@@ -1,9 +1,8 @@
 //! The decode-time constraint for one passage: what the model may write when it translates
 //! a [`super::skeleton::Skeleton`]'s segments.
 //!
-//! * **Lines**: one line per segment ([`SEGMENT_SEP`] between two) — never an empty line,
-//!   never more lines (a reply that ends early is caught by the checks and goes to the
-//!   fallback cascade).
+//! * **Lines**: one line per segment — never an empty line, never more lines (a reply that
+//!   ends early is caught by the checks and goes to the fallback cascade).
 //! * **Placeholders**: each of the passage's placeholders at most once, none that it lacks,
 //!   and, on the last line, the end only when every one is there. Only the canonical `{{n}}` form can be
 //!   written (full-width braces are refused).
@@ -15,7 +14,6 @@
 //! The checks run on bytes, the text so far plus one candidate token, so the engine can
 //! ask them lazily ([`crate::engine::constraint`]).
 
-use super::skeleton::SEGMENT_SEP;
 use crate::engine::constraint::TextConstraint;
 use regex::bytes::Regex;
 use std::sync::LazyLock;
@@ -56,7 +54,7 @@ impl PassageConstraint {
     /// The constraint for translating `passage` (the model's text: one segment per line).
     pub fn new(passage: &str) -> Self {
         let placeholders = passage
-            .split(SEGMENT_SEP)
+            .split('\n')
             .map(|line| {
                 super::PLACEHOLDER_RE
                     .captures_iter(line)
@@ -65,9 +63,9 @@ impl PassageConstraint {
             })
             .collect();
         Self {
-            lines: passage.split(SEGMENT_SEP).count(),
+            lines: passage.split('\n').count(),
             bold: passage
-                .split(SEGMENT_SEP)
+                .split('\n')
                 .map(|l| l.matches("**").count())
                 .collect(),
             placeholders,
@@ -139,9 +137,11 @@ impl PassageConstraint {
 
     /// Whether `text` breaks no rule (it may still be unfinished).
     fn valid_prefix(&self, text: &[u8]) -> bool {
-        match separators(text) {
-            Some(n) if n < self.lines => {}
-            _ => return false,
+        if text.first() == Some(&b'\n') || contains(text, b"\n\n") {
+            return false;
+        }
+        if text.iter().filter(|&&b| b == b'\n').count() >= self.lines {
+            return false;
         }
         if contains(text, "｛".as_bytes()) || contains(text, "｝".as_bytes()) {
             return false;
@@ -159,8 +159,7 @@ impl PassageConstraint {
     /// No line has more bold delimiters than its source line: emphasis the passage lacks
     /// cannot be invented.
     fn bold_ok(&self, text: &[u8]) -> bool {
-        reply_lines(text)
-            .iter()
+        text.split(|&b| b == b'\n')
             .zip(&self.bold)
             .all(|(line, &max)| String::from_utf8_lossy(line).matches("**").count() <= max)
     }
@@ -168,7 +167,7 @@ impl PassageConstraint {
     /// Each line holds only its own placeholders; every finished line (and with
     /// `complete`, the last one too) holds all of them.
     fn lines_placeholders_ok(&self, text: &[u8], complete: bool) -> bool {
-        let lines = reply_lines(text);
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         lines.iter().enumerate().all(|(i, line)| {
             let Some(own) = self.placeholders.get(i) else {
                 return false;
@@ -273,54 +272,11 @@ impl TextConstraint for PassageConstraint {
             return false;
         }
         let trimmed = trim_end(text);
-        let lines = separators(trimmed).unwrap_or(usize::MAX).saturating_add(1);
+        let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
-}
-
-/// How many line separators `text` has begun, where each run of newlines is a separator
-/// ([`SEGMENT_SEP`], or the start of one at the very end); `None` where a run is not one:
-/// a newline at the start, a run longer or (inside the text) shorter than a separator.
-fn separators(text: &[u8]) -> Option<usize> {
-    let sep = SEGMENT_SEP.len();
-    let mut n = 0;
-    let mut i = 0;
-    while i < text.len() {
-        if text[i] != b'\n' {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < text.len() && text[i] == b'\n' {
-            i += 1;
-        }
-        let run = i - start;
-        if start == 0 || run > sep || (run < sep && i < text.len()) {
-            return None;
-        }
-        n += 1;
-    }
-    Some(n)
-}
-
-/// The lines of a (well-separated, possibly unfinished) reply; a newline at the very end
-/// finishes the line before it.
-fn reply_lines(text: &[u8]) -> Vec<&[u8]> {
-    let mut lines: Vec<&[u8]> = Vec::new();
-    let mut rest = text;
-    while let Some(p) = find(rest, b"\n") {
-        lines.push(&rest[..p]);
-        let skip = if rest[p..].starts_with(SEGMENT_SEP.as_bytes()) {
-            SEGMENT_SEP.len()
-        } else {
-            1
-        };
-        rest = &rest[p + skip..];
-    }
-    lines.push(rest);
-    lines
 }
 
 /// Runs of Latin letters, digits and hyphens that contain a letter: (start, end, bytes).

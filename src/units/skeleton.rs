@@ -33,16 +33,6 @@ static IMAGE_LINE_RE: LazyLock<Regex> =
 static LEADING_TOKEN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\{\{([0-9]+)\}\}[ \t]*").expect("valid regex"));
 
-/// What separates two segments in the model's text, and two lines of its reply: a newline.
-/// (A blank line, as between Markdown paragraphs, measured no better, and made the 1.5B
-/// drop a chapter's title line and split its first paragraph over two lines instead.)
-pub const SEGMENT_SEP: &str = "\n";
-
-/// The segments of a model text or reply, in order.
-pub fn split_segments(text: &str) -> std::str::Split<'_, &'static str> {
-    text.split(SEGMENT_SEP)
-}
-
 /// One piece of prose the model translates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -91,7 +81,7 @@ impl Skeleton {
             .iter()
             .map(|s| s.text.as_str())
             .collect::<Vec<_>>()
-            .join(SEGMENT_SEP)
+            .join("\n")
     }
 
     /// The unit's text with `translated[i]` (restored, no placeholders left) in place of
