@@ -44,6 +44,9 @@ pub struct PassageConstraint {
     footnote_ok: bool,
     /// The passage has `{{` text that is not a placeholder.
     braces_ok: bool,
+    /// The passage itself: a repetition it has (copied, as links and placeholders are) is
+    /// not a loop.
+    passage: Vec<u8>,
     /// `**` delimiters of each line of the passage: a reply line may not have more.
     bold: Vec<usize>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
@@ -64,6 +67,7 @@ impl PassageConstraint {
             .collect();
         Self {
             lines: passage.split('\n').count(),
+            passage: passage.as_bytes().to_vec(),
             bold: passage
                 .split('\n')
                 .map(|l| l.matches("**").count())
@@ -133,6 +137,11 @@ impl PassageConstraint {
                 allowed.contains(&w)
             }
         })
+    }
+
+    /// Whether `text` ends in a loop the passage does not have itself.
+    fn looping(&self, text: &[u8]) -> bool {
+        looping(text).is_some_and(|tail| !contains(&self.passage, tail))
     }
 
     /// Whether `text` breaks no rule (it may still be unfinished).
@@ -236,25 +245,23 @@ fn placeholders_ok(allowed: &[usize], text: &[u8], complete: bool, braces_ok: bo
     !complete || seen.iter().all(|&s| s)
 }
 
-/// Whether the last line of `text` ends in a loop: three or more copies of the same bytes
-/// in a row, covering at least 48 bytes (`的的的…` sixteen times, a clause three times).
-/// A model that loops never leaves it on its own; it would fill its token allowance.
-fn looping(text: &[u8]) -> bool {
+/// The loop the last line of `text` ends in, if any: three or more copies of the same
+/// bytes in a row, covering at least 48 bytes (`的的的…` sixteen times, a clause three
+/// times). A model that loops never leaves it on its own; it would fill its token allowance.
+fn looping(text: &[u8]) -> Option<&[u8]> {
     let line = &text[text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)..];
-    (1..=200).any(|p: usize| {
+    (1..=200).find_map(|p: usize| {
         let reps = 3.max(48_usize.div_ceil(p));
         let span = p * reps;
-        span <= line.len() && {
-            let tail = &line[line.len() - span..];
-            tail.chunks(p).all(|c| c == &tail[..p])
-        }
+        let tail = line.get(line.len().checked_sub(span)?..)?;
+        tail.chunks(p).all(|c| c == &tail[..p]).then_some(tail)
     })
 }
 
 impl TextConstraint for PassageConstraint {
     /// Nothing is allowed after a loop (generation stops there, cut short).
     fn allows(&self, text: &[u8], next: &[u8]) -> bool {
-        if looping(text) {
+        if self.looping(text) {
             return false;
         }
         let mut all = Vec::with_capacity(text.len() + next.len());
@@ -268,7 +275,7 @@ impl TextConstraint for PassageConstraint {
     /// made to go on, a model that skipped a line fills the missing one with a repeat, and
     /// every later line is off by one.
     fn allows_end(&self, text: &[u8]) -> bool {
-        if looping(text) {
+        if self.looping(text) {
             return false;
         }
         let trimmed = trim_end(text);
@@ -337,6 +344,10 @@ mod tests {
         // Twice is not a loop, nor a short run, nor a loop on an earlier line.
         assert!(c.allows(clause.repeat(2).as_bytes(), "好".as_bytes()));
         assert!(c.allows("的的的".as_bytes(), "好".as_bytes()));
+        // A repetition the passage has itself is copied, not a loop.
+        let own = "See [ref link][ref] [ref link][ref] [ref link][ref]";
+        let c2 = PassageConstraint::new(own);
+        assert!(c2.allows_end(own.as_bytes()));
         let earlier = format!("{looped}\n第二行");
         assert!(c.allows(earlier.as_bytes(), "。".as_bytes()));
     }
