@@ -5,7 +5,8 @@
 //! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
 //! units into translations, [`checks`] proves the structure survived, and [`report`] writes
 //! what happened. The agents, prompts and checks share one [`glossary`]. [`model_store`]
-//! finds and fetches GGUF files; [`bench`](mod@bench) measures.
+//! finds and fetches GGUF files; [`bench`](mod@bench) measures; [`serve`] puts the engine
+//! behind an OpenAI-compatible HTTP API.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod glossary;
 pub mod model_store;
 pub mod prompts;
 pub mod report;
+pub mod serve;
 pub mod translate;
 pub mod units;
 pub mod util;

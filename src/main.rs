@@ -24,6 +24,8 @@ enum Command {
     Bench(quire::cli::bench::BenchArgs),
     /// Deterministic QA of a translation against its source (no model needed).
     Check(quire::cli::check::CheckArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API (chat completions, streaming).
+    Serve(quire::cli::serve::ServeArgs),
 }
 
 fn main() {
@@ -54,6 +56,7 @@ fn main() {
         Command::Inspect(args) => quire::cli::inspect::run(args),
         Command::Fetch(args) => quire::cli::fetch::run(args),
         Command::Check(args) => quire::cli::check::run(args),
+        Command::Serve(args) => quire::cli::serve::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

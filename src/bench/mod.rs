@@ -11,6 +11,8 @@
 //! * [`quality`]: a book translated by Quire and by a naive per-paragraph llama.cpp loop,
 //!   side by side per chapter: structure errors, blocked units, house-term share,
 //!   untranslated English, chrF against a reference, wall time.
+//! * [`serve`](mod@serve): `quire serve` against llama.cpp's server under concurrent
+//!   clients sharing a system prompt: throughput, time to first token, cached tokens.
 //!
 //! The helpers here (machine description, peak RSS, memory bandwidth, deterministic text,
 //! plain-text tables) are shared by both.
@@ -19,6 +21,7 @@ pub mod batch;
 pub mod engine;
 pub mod prefix;
 pub mod quality;
+pub mod serve;
 pub mod svg;
 pub mod sys;
 

@@ -1,4 +1,4 @@
-//! `quire bench engine|prefix|batch|quality`: measurements printed side by side (tables on stdout,
+//! `quire bench engine|prefix|batch|quality|serve`: measurements printed side by side (tables on stdout,
 //! progress on stderr, `--json` for machines).
 
 use crate::bench::engine::{self, EngineBenchOptions, QuireRunner};
@@ -36,6 +36,39 @@ pub enum BenchCommand {
     /// llama.cpp loop, side by side per chapter — structure errors, blocked units,
     /// house-term share, untranslated English, chrF against a reference, wall time.
     Quality(QualityArgs),
+    /// `quire serve` against llama.cpp's server (same model and threads): N concurrent
+    /// clients sharing a long system prompt — throughput, time to first token p50/p95 and
+    /// cached-token share, side by side.
+    Serve(ServeArgs),
+}
+
+/// Arguments of `quire bench serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// A .gguf path or a known model name (default: `quire translate`'s default model).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// Concurrent clients, one level each.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    pub clients: Vec<usize>,
+    /// Requests each client sends, one after another.
+    #[arg(long, default_value_t = 2)]
+    pub requests_per_client: usize,
+    /// `max_tokens` of every request.
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: usize,
+    /// Threads for both servers (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Run `quire serve` only.
+    #[arg(long)]
+    pub skip_llama: bool,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub json_file: Option<PathBuf>,
 }
 
 /// Arguments of `quire bench quality`.
@@ -202,7 +235,32 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         BenchCommand::Prefix(a) => run_prefix(a),
         BenchCommand::Batch(a) => run_batch(a),
         BenchCommand::Quality(a) => run_quality(a),
+        BenchCommand::Serve(a) => run_serve(a),
     }
+}
+
+fn run_serve(a: ServeArgs) -> Result<i32> {
+    anyhow::ensure!(
+        a.clients.iter().all(|&c| c >= 1),
+        "--clients: every level needs at least one client"
+    );
+    let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
+    let model = crate::model_store::resolve_model(a.model.as_deref(), true, a.json)?;
+    let report = crate::bench::serve::run(&crate::bench::serve::ServeBenchOptions {
+        model,
+        threads,
+        clients: a.clients,
+        requests_per_client: a.requests_per_client,
+        max_tokens: a.max_tokens,
+        llama: !a.skip_llama,
+        quire_exe: std::env::current_exe().context("cannot find this executable")?,
+    })?;
+    emit(
+        &report,
+        a.json,
+        a.json_file.as_deref(),
+        crate::bench::serve::render,
+    )
 }
 
 fn run_quality(a: QualityArgs) -> Result<i32> {

@@ -6,6 +6,7 @@ pub mod check;
 pub mod fetch;
 pub mod generate;
 pub mod inspect;
+pub mod serve;
 pub mod translate;
 
 use crate::engine::{device::parse_device, Engine, LoadOptions};

@@ -99,11 +99,15 @@ impl LocalBackend {
 }
 
 /// A request made ready to decode: its tokens and a cache holding its prefix.
-struct Prepared {
-    tokens: Vec<u32>,
-    cache: KvCache,
-    hit: usize,
-    source: &'static str,
+pub struct Prepared {
+    /// The whole prompt's tokens.
+    pub tokens: Vec<u32>,
+    /// A cache holding the prompt's stable prefix (or as much of it as was cached).
+    pub cache: KvCache,
+    /// Prompt tokens the cache already holds.
+    pub hit: usize,
+    /// Where they came from: "memory", "disk" or "none".
+    pub source: &'static str,
 }
 
 impl Prepared {
@@ -124,60 +128,76 @@ impl Prepared {
     }
 }
 
+/// Positions reserved beyond the prompt when a cache is checked out; a longer reply grows
+/// the cache (amortised), so a large `max_new_tokens` does not allocate a context's worth
+/// of KV up front.
+const RESERVE_MAX: usize = 2048;
+
+/// Tokenize `req` and find (memory, then disk) or compute its stable prefix, storing a
+/// newly computed one in memory and on disk. The engine is borrowed apart from the stores
+/// so that sequences decoding on it (a server's batch) can go on borrowing it.
+pub fn prepare(
+    engine: &Engine,
+    store: &mut PrefixStore,
+    disk: Option<&DiskPrefixCache>,
+    req: &ChatRequest,
+) -> Result<Prepared> {
+    let split = split_prompt(
+        &engine.template,
+        &engine.tokenizer,
+        &req.messages,
+        req.split,
+    )?;
+    let tokens = split.tokens;
+    let stable = split.stable_tokens;
+    let extra =
+        (tokens.len() - stable.min(tokens.len()) + req.params.max_new_tokens).min(RESERVE_MAX);
+    let (mut cache, mut hit) = store.checkout(&tokens, extra, || engine.new_cache())?;
+    let mut source = if hit > 0 { "memory" } else { "none" };
+    if hit < stable {
+        if let Some(disk) = disk {
+            if let Some(c) = disk.load(
+                store.salt(),
+                &tokens[..stable],
+                engine.config(),
+                &engine.device,
+                extra,
+            )? {
+                store.stats.disk_hits += 1;
+                store.insert(&c, stable)?;
+                cache = c;
+                hit = stable;
+                source = "disk";
+            }
+        }
+    }
+    if hit < stable {
+        cache.truncate(hit);
+        engine.prefill(&mut cache, &tokens[hit..stable])?;
+        store.insert(&cache, stable)?;
+        if let Some(disk) = disk {
+            if let Err(e) = disk.save(store.salt(), &cache) {
+                eprintln!("warning: cannot save the prefix cache: {e:#}");
+            }
+        }
+    }
+    if hit == 0 {
+        store.stats.misses += 1;
+    }
+    store.stats.hit_tokens += hit;
+    store.stats.computed_tokens += tokens.len() - hit;
+    Ok(Prepared {
+        tokens,
+        cache,
+        hit,
+        source,
+    })
+}
+
 impl LocalBackend {
-    /// Tokenize `req` and find (memory, then disk) or compute its stable prefix, storing a
-    /// newly computed one in memory and on disk.
+    /// [`prepare`] with this backend's engine and stores.
     fn prepare(&mut self, req: &ChatRequest) -> Result<Prepared> {
-        let split = split_prompt(
-            &self.engine.template,
-            &self.engine.tokenizer,
-            &req.messages,
-            req.split,
-        )?;
-        let tokens = split.tokens;
-        let stable = split.stable_tokens;
-        let extra = tokens.len() - stable.min(tokens.len()) + req.params.max_new_tokens;
-        let engine = &self.engine;
-        let (mut cache, mut hit) = self.store.checkout(&tokens, extra, || engine.new_cache())?;
-        let mut source = if hit > 0 { "memory" } else { "none" };
-        if hit < stable {
-            if let Some(disk) = &self.disk {
-                if let Some(c) = disk.load(
-                    self.store.salt(),
-                    &tokens[..stable],
-                    engine.config(),
-                    &engine.device,
-                    extra,
-                )? {
-                    self.store.stats.disk_hits += 1;
-                    self.store.insert(&c, stable)?;
-                    cache = c;
-                    hit = stable;
-                    source = "disk";
-                }
-            }
-        }
-        if hit < stable {
-            cache.truncate(hit);
-            engine.prefill(&mut cache, &tokens[hit..stable])?;
-            self.store.insert(&cache, stable)?;
-            if let Some(disk) = &self.disk {
-                if let Err(e) = disk.save(self.store.salt(), &cache) {
-                    eprintln!("warning: cannot save the prefix cache: {e:#}");
-                }
-            }
-        }
-        if hit == 0 {
-            self.store.stats.misses += 1;
-        }
-        self.store.stats.hit_tokens += hit;
-        self.store.stats.computed_tokens += tokens.len() - hit;
-        Ok(Prepared {
-            tokens,
-            cache,
-            hit,
-            source,
-        })
+        prepare(&self.engine, &mut self.store, self.disk.as_ref(), req)
     }
 }
 

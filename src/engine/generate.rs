@@ -348,3 +348,129 @@ impl Engine {
             .collect()
     }
 }
+
+/// One sequence of a continuous batch (a server's): it owns its KV cache and decoding
+/// state, joins with [`Engine::start_sequence`] (its prompt prefilled, first token chosen),
+/// advances with [`Engine::step_sequences`] together with the others, and leaves when it
+/// ends or its client goes away. Greedy replies are the ones [`Engine::generate`] gives
+/// (batch-invariant kernels).
+pub struct ActiveSequence<'e> {
+    seq: Decoding<'e>,
+    /// The sequence's KV cache (prompt and generated tokens).
+    pub cache: KvCache,
+    params: GenerationParams,
+    next: Option<u32>,
+    /// Text produced and not yet taken by [`Self::take_text`].
+    fresh: String,
+    prompt_tokens: usize,
+    reuse: usize,
+    prefill_seconds: f64,
+    decode_start: Instant,
+}
+
+impl ActiveSequence<'_> {
+    /// Whether generation has ended (call [`Self::finish`]).
+    pub fn is_done(&self) -> bool {
+        self.next.is_none()
+    }
+
+    /// The text produced since the last call (whole characters; text that may still turn
+    /// out to be a stop string is held back).
+    pub fn take_text(&mut self) -> String {
+        std::mem::take(&mut self.fresh)
+    }
+
+    /// Tokens generated so far.
+    pub fn generated_tokens(&self) -> usize {
+        self.seq.tokens.len()
+    }
+
+    /// Prompt tokens.
+    pub fn prompt_tokens(&self) -> usize {
+        self.prompt_tokens
+    }
+
+    /// Prompt tokens whose keys and values were already in the cache.
+    pub fn cached_tokens(&self) -> usize {
+        self.reuse
+    }
+
+    /// End the sequence: the remaining text goes to [`Self::take_text`]'s buffer and into
+    /// the returned generation.
+    pub fn finish(self) -> Result<(Generation, String)> {
+        let mut rest = self.fresh;
+        let (text, tokens, finish) = self.seq.end(&mut |t| rest.push_str(t))?;
+        let generation = Generation {
+            text,
+            tokens,
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.reuse,
+            prefill_tokens: self.prompt_tokens - self.reuse,
+            prefill_seconds: self.prefill_seconds,
+            decode_seconds: self.decode_start.elapsed().as_secs_f64(),
+            finish,
+        };
+        Ok((generation, rest))
+    }
+}
+
+impl Engine {
+    /// Start a sequence for `prompt` over `cache` (which may hold a prefix of it): prefill
+    /// the rest and choose the first token.
+    pub fn start_sequence(
+        &self,
+        mut cache: KvCache,
+        prompt: &[u32],
+        params: GenerationParams,
+    ) -> Result<ActiveSequence<'_>> {
+        let (logits, reuse, prefill_seconds) = self.prefill_prompt(&mut cache, prompt)?;
+        let mut seq = Decoding::new(self, prompt, &params);
+        let mut fresh = String::new();
+        let next = seq.step(self, &params, &logits, cache.len(), &mut |t| {
+            fresh.push_str(t)
+        })?;
+        Ok(ActiveSequence {
+            seq,
+            cache,
+            params,
+            next,
+            fresh,
+            prompt_tokens: prompt.len(),
+            reuse,
+            prefill_seconds,
+            decode_start: Instant::now(),
+        })
+    }
+
+    /// Advance every unfinished sequence by one token in one forward pass (the weights are
+    /// read once for all of them).
+    pub fn step_sequences(&self, seqs: &mut [&mut ActiveSequence<'_>]) -> Result<()> {
+        let mut live: Vec<&mut ActiveSequence<'_>> = seqs
+            .iter_mut()
+            .filter(|s| s.next.is_some())
+            .map(|s| &mut **s)
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let tokens: Vec<u32> = live.iter().map(|s| s.next.unwrap_or(0)).collect();
+        let logits = {
+            let mut caches: Vec<&mut KvCache> = live.iter_mut().map(|s| &mut s.cache).collect();
+            self.model.forward_rows(&tokens, &mut caches)?
+        };
+        for (row, s) in live.iter_mut().enumerate() {
+            let len = s.cache.len();
+            let ActiveSequence {
+                seq,
+                params,
+                fresh,
+                next,
+                ..
+            } = &mut **s;
+            *next = seq.step(self, params, &logits.get(row)?, len, &mut |t| {
+                fresh.push_str(t)
+            })?;
+        }
+        Ok(())
+    }
+}
