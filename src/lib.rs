@@ -5,7 +5,8 @@
 //! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
 //! units into translations, [`checks`] proves the structure survived, and [`report`] writes
 //! what happened. The agents, prompts and checks share one [`glossary`]. [`model_store`]
-//! finds and fetches GGUF files; [`bench`](mod@bench) measures.
+//! finds and fetches GGUF files; [`remote`] reaches a model on an OpenAI-compatible server
+//! instead of the engine; [`bench`](mod@bench) measures.
 
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod engine;
 pub mod glossary;
 pub mod model_store;
 pub mod prompts;
+pub mod remote;
 pub mod report;
 pub mod translate;
 pub mod units;

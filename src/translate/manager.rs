@@ -156,6 +156,7 @@ pub(super) struct Manager<'a> {
     elapsed_before: f64,
     pub(super) model_name: String,
     pub(super) device: String,
+    provider: &'static str,
     pub(super) progress: ProgressBar,
 }
 
@@ -179,7 +180,7 @@ impl Manager<'_> {
                 completion_tokens: c.completion_tokens,
                 note: note.into(),
                 latency_seconds: c.latency_seconds,
-                provider: "local".into(),
+                provider: self.provider.into(),
                 model: self.model_name.clone(),
                 outcome: outcome.into(),
                 cached_prefix_tokens: c.cached_tokens,
@@ -557,6 +558,7 @@ impl<'a> Manager<'a> {
             elapsed_before,
             model_name: backend.model_name(),
             device: backend.device_name(),
+            provider: backend.provider(),
             progress: bar,
         }
     }
