@@ -91,7 +91,9 @@ impl Client {
     pub(super) fn get(&self, path: &str) -> Result<String> {
         let url = self.url(path);
         self.with_retries(&format!("GET {url}"), || {
-            self.authorized(self.agent.get(&url)).call()
+            self.authorized(self.agent.get(&url))
+                .call()
+                .map_err(Box::new)
         })
     }
 
@@ -102,6 +104,7 @@ impl Client {
             self.authorized(self.agent.post(&url))
                 .set("Content-Type", "application/json")
                 .send_string(body)
+                .map_err(Box::new)
         })
     }
 
@@ -120,7 +123,7 @@ impl Client {
     fn with_retries(
         &self,
         what: &str,
-        send: impl Fn() -> Result<ureq::Response, ureq::Error>,
+        send: impl Fn() -> Result<ureq::Response, Box<ureq::Error>>,
     ) -> Result<String> {
         let mut attempt = 0;
         loop {
@@ -128,6 +131,9 @@ impl Client {
                 Ok(body) => return Ok(body),
                 Err(Failure::Fatal(e)) => return Err(e.context(what.to_string())),
                 Err(Failure::Transient { error, .. }) if attempt >= self.policy.max_retries => {
+                    if attempt == 0 {
+                        return Err(error.context(what.to_string()));
+                    }
                     return Err(error.context(format!(
                         "{what}: gave up after {attempt} retr{}",
                         if attempt == 1 { "y" } else { "ies" }
@@ -143,8 +149,8 @@ impl Client {
 }
 
 /// The body of a successful answer, or why the try failed and whether to try again.
-fn classify(result: Result<ureq::Response, ureq::Error>) -> Result<String, Failure> {
-    match result {
+fn classify(result: Result<ureq::Response, Box<ureq::Error>>) -> Result<String, Failure> {
+    match result.map_err(|e| *e) {
         Ok(resp) => resp
             .into_string()
             .context("cannot read the server's answer")

@@ -133,6 +133,9 @@ pub fn list_models(config: &RemoteConfig) -> Result<Vec<String>> {
         .with_context(|| format!("unexpected answer from {}/models", config.client().base()))
 }
 
+/// Where a worker of [`RemoteBackend::send_all`] leaves a reply and its wall seconds.
+type Slot = Mutex<Option<Result<(Reply, f64)>>>;
+
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
 pub struct RemoteBackend {
     config: RemoteConfig,
@@ -180,7 +183,7 @@ impl RemoteBackend {
             Err(e) => match e.downcast_ref::<StatusError>() {
                 Some(s) if s.status == 404 || s.status == 405 => Ok(()),
                 _ => Err(e.context(format!(
-                    "the server at {} does not answer as an OpenAI-compatible API",
+                    "checking the server at {} (is it running? is --base-url its API root?)",
                     self.client.base()
                 ))),
             },
@@ -245,8 +248,7 @@ impl RemoteBackend {
     fn send_all(&self, reqs: &[ChatRequest]) -> Result<Vec<(Reply, f64)>> {
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
-        let slots: Vec<Mutex<Option<Result<(Reply, f64)>>>> =
-            reqs.iter().map(|_| Mutex::new(None)).collect();
+        let slots: Vec<Slot> = reqs.iter().map(|_| Mutex::new(None)).collect();
         let workers = self.config.concurrency.clamp(1, reqs.len().max(1));
         std::thread::scope(|s| {
             for _ in 0..workers {

@@ -424,8 +424,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
 }
 
 /// [`run`] over any backend, for a book (`opts.input`) and an output directory: the same
-/// stages, checkpoints and reports, the backend's model name in the fingerprint. Tests
-/// drive the manager with stand-in backends this way.
+/// stages, checkpoints and reports, the backend's model name in the fingerprint (so a
+/// resume with another backend or model starts fresh). `quire translate --backend openai`
+/// runs this way with a [`crate::remote::RemoteBackend`]; tests drive the manager with
+/// stand-in backends.
 pub fn run_with_backend(
     opts: &TranslateOptions,
     backend: &mut dyn ChatBackend,
