@@ -118,7 +118,7 @@ pub struct TranslateArgs {
 pub enum Backend {
     /// The on-device engine with its prefix KV cache.
     Local,
-    /// An OpenAI-compatible `/chat/completions` server ([`crate::remote`]).
+    /// An OpenAI-compatible /chat/completions server.
     Openai,
 }
 
