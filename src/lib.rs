@@ -5,8 +5,9 @@
 //! KV cache, prefix cache) produces text, [`translate`] coordinates the agents that turn
 //! units into translations, [`checks`] proves the structure survived, and [`report`] writes
 //! what happened. The agents, prompts and checks share one [`glossary`]. [`model_store`]
-//! finds and fetches GGUF files; [`bench`](mod@bench) measures; [`serve`] puts the engine
-//! behind an OpenAI-compatible HTTP API.
+//! finds and fetches GGUF files; [`remote`] reaches a model on an OpenAI-compatible server
+//! instead of the engine; [`serve`] puts the engine behind such an API; [`bench`](mod@bench)
+//! measures.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod glossary;
 pub mod model_store;
 pub mod prompts;
+pub mod remote;
 pub mod report;
 pub mod serve;
 pub mod translate;

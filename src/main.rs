@@ -13,7 +13,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Translate a Markdown book (default: the bundled sample book) on this device.
-    Translate(quire::cli::translate::TranslateArgs),
+    Translate(Box<quire::cli::translate::TranslateArgs>),
     /// Generate a reply to one prompt (streams to stdout, statistics to stderr).
     Generate(quire::cli::generate::GenerateArgs),
     /// Describe a GGUF model: architecture, size, tensor types, tokenizer, template.
@@ -50,7 +50,7 @@ fn main() {
         std::process::exit(2);
     }
     let result = match cli.command {
-        Command::Translate(args) => quire::cli::translate::run_cli(args),
+        Command::Translate(args) => quire::cli::translate::run_cli(*args),
         Command::Bench(args) => quire::cli::bench::run(args),
         Command::Generate(args) => quire::cli::generate::run(args),
         Command::Inspect(args) => quire::cli::inspect::run(args),

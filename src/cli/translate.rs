@@ -1,7 +1,9 @@
-//! `quire translate [INPUT] --out DIR`: translate a Markdown book on this device.
+//! `quire translate [INPUT] --out DIR`: translate a Markdown book on this device, or
+//! through an OpenAI-compatible server (`--backend openai`).
 
-use crate::translate::{run, Mode, ProgressMode, TranslateOptions};
-use anyhow::{bail, Result};
+use crate::remote::{RemoteBackend, RemoteConfig};
+use crate::translate::{run, run_with_backend, Mode, ProgressMode, RunSummary, TranslateOptions};
+use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,10 +27,37 @@ pub struct TranslateArgs {
     /// Translation guide (default: the built-in guide for Chinese).
     #[arg(long)]
     pub guide: Option<PathBuf>,
-    /// Model: a .gguf path, a known name, or a Hugging Face repo id.
+    /// Model: a .gguf path, a known name, or a Hugging Face repo id. With --backend openai
+    /// (optional): a local GGUF of the served model, whose tokenizer and chat template
+    /// count tokens (its weights are not loaded; without it, counts are estimates).
     #[arg(long, short = 'm')]
     pub model: Option<String>,
-    /// auto, cpu, cuda, cuda:N or metal.
+    /// Where the model runs: local (this device's engine) or openai (an OpenAI-compatible
+    /// server at --base-url: llama-server, vLLM, quire serve, a hosted API).
+    #[arg(long, value_enum, default_value = "local")]
+    pub backend: Backend,
+    /// With --backend openai: the API root, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// With --backend openai: the model name sent to the server (default: the first model
+    /// the server lists at GET {base-url}/models).
+    #[arg(long, value_name = "NAME")]
+    pub api_model: Option<String>,
+    /// With --backend openai: read the API key (sent as a bearer token) from this
+    /// environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// With --backend openai: requests in flight at once, and the default --batch.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub concurrency: usize,
+    /// With --backend openai: retries of a call on 429, 5xx, timeouts and connection errors
+    /// (exponential backoff from 0.5 s, at most 30 s, or the server's Retry-After).
+    #[arg(long, default_value_t = 5)]
+    pub max_retries: usize,
+    /// With --backend openai: time limit of one call, in seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    pub request_timeout: u64,
+    /// auto, cpu, cuda, cuda:N or metal (local backend only).
     #[arg(long, default_value = "auto")]
     pub device: String,
     /// Chat template override (name from chat-templates/ or a file).
@@ -70,7 +99,8 @@ pub struct TranslateArgs {
     /// Progress as JSON lines on stdout (for scripts).
     #[arg(long, conflicts_with = "quiet")]
     pub json_lines: bool,
-    /// Prefix KV cache directory (default: the user cache dir).
+    /// Prefix KV cache directory (default: the user cache dir; local backend only — a
+    /// server keeps its own prefix cache).
     #[arg(long)]
     pub prefix_cache_dir: Option<PathBuf>,
     /// Do not keep prefix KV caches on disk.
@@ -78,8 +108,18 @@ pub struct TranslateArgs {
     pub no_disk_cache: bool,
     /// Units translated together (throughput mode: one forward pass advances all of them;
     /// the output is the same as one at a time). 1 = one at a time; single mode always is.
-    #[arg(long, default_value_t = crate::engine::kernels::SMALL_BATCH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
-    pub batch: usize,
+    /// Default: 4; with --backend openai, --concurrency (units sent together).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub batch: Option<usize>,
+}
+
+/// Where `quire translate` runs the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The on-device engine with its prefix KV cache.
+    Local,
+    /// An OpenAI-compatible /chat/completions server.
+    Openai,
 }
 
 /// Source languages Quire translates from, and target languages it translates into (each
@@ -148,6 +188,34 @@ impl TranslateArgs {
         <Wrapper as clap::Parser>::parse_from(["quire-translate"]).args
     }
 
+    /// The server settings for `--backend openai` (`None` for the local backend): flags
+    /// checked, the key read from `--api-key-env`. No request is made; `api_model` is empty
+    /// when `--api-model` was not given ([`remote_run`] asks the server).
+    pub fn remote_config(&self) -> Result<Option<RemoteConfig>> {
+        if self.backend == Backend::Local {
+            let given = [
+                ("--base-url", self.base_url.is_some()),
+                ("--api-model", self.api_model.is_some()),
+                ("--api-key-env", self.api_key_env.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                bail!("{flag} is for --backend openai (the local backend runs the model on this device)");
+            }
+            return Ok(None);
+        }
+        let Some(base_url) = &self.base_url else {
+            bail!("--backend openai needs --base-url URL: the server's API root, e.g. http://127.0.0.1:8080/v1");
+        };
+        let api_key = self.api_key_env.as_deref().map(read_key).transpose()?;
+        Ok(Some(RemoteConfig {
+            api_key,
+            concurrency: self.concurrency,
+            timeout: Duration::from_secs(self.request_timeout.max(1)),
+            max_retries: self.max_retries,
+            ..RemoteConfig::new(base_url.trim(), self.api_model.clone().unwrap_or_default())
+        }))
+    }
+
     /// The translation options these arguments ask for.
     pub fn to_options(self) -> Result<TranslateOptions> {
         let args = self;
@@ -189,18 +257,73 @@ impl TranslateArgs {
                         .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
                 )
             },
-            batch: args.batch,
+            batch: args.batch.unwrap_or(match args.backend {
+                Backend::Local => crate::engine::kernels::SMALL_BATCH,
+                Backend::Openai => args.concurrency,
+            }),
             revisions: args.revisions,
             house_terms: args.house_terms,
         })
     }
 }
 
+/// The API key from the environment variable `var` (read here, at the edge).
+fn read_key(var: &str) -> Result<String> {
+    match std::env::var(var) {
+        Ok(k) if !k.trim().is_empty() => Ok(k.trim().to_string()),
+        Ok(_) => bail!("--api-key-env {var}: the environment variable {var} is empty"),
+        Err(_) => bail!("--api-key-env {var}: the environment variable {var} is not set"),
+    }
+}
+
+/// Translate through the server of `config`: the model name asked of the server when not
+/// given, the server checked before the output directory is created, tokens counted with
+/// the local GGUF named by `--model` if any; then [`run_with_backend`].
+pub fn remote_run(opts: &TranslateOptions, mut config: RemoteConfig) -> Result<RunSummary> {
+    let asked = config.api_model.trim().is_empty();
+    if asked {
+        config.api_model = first_model(&config)?;
+    }
+    let mut backend = RemoteBackend::new(config)?;
+    if let Some(spec) = &opts.model {
+        let quiet = opts.progress != ProgressMode::Bar;
+        let path = crate::model_store::resolve_model(Some(spec), false, quiet)?;
+        backend = backend
+            .with_local_tokenizer(&path, opts.chat_template.as_deref())
+            .with_context(|| format!("cannot count tokens with {}", path.display()))?;
+    }
+    if !asked {
+        backend.check_server()?;
+    }
+    run_with_backend(opts, &mut backend)
+}
+
+/// The first model the server lists.
+fn first_model(config: &RemoteConfig) -> Result<String> {
+    let models = crate::remote::list_models(config).with_context(|| {
+        format!(
+            "cannot ask the server at {} for its models; name one with --api-model",
+            config.base_url
+        )
+    })?;
+    models.into_iter().next().with_context(|| {
+        format!(
+            "the server at {} lists no models; name one with --api-model",
+            config.base_url
+        )
+    })
+}
+
 /// Run `quire translate`.
 pub fn run_cli(args: TranslateArgs) -> Result<i32> {
+    let remote = args.remote_config()?;
     let opts = args.to_options()?;
     let json = opts.progress == ProgressMode::JsonLines;
-    let Some(s) = run(&opts)? else { return Ok(0) };
+    let summary = match remote {
+        Some(config) if !opts.dry_run => Some(remote_run(&opts, config)?),
+        _ => run(&opts)?,
+    };
+    let Some(s) = summary else { return Ok(0) };
     if json {
         println!("{}", serde_json::json!({"event": "summary", "summary": s}));
     } else {

@@ -66,6 +66,11 @@ pub trait ChatBackend {
     fn model_name(&self) -> String;
     /// Device description.
     fn device_name(&self) -> String;
+    /// Who runs the model, for the call log: "local" (this device) unless a backend says
+    /// otherwise.
+    fn provider(&self) -> &'static str {
+        "local"
+    }
     /// Prefix-cache statistics so far (none for a backend without a prefix cache).
     fn prefix_stats(&self) -> super::prefix_cache::PrefixStats {
         Default::default()

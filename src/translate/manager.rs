@@ -156,6 +156,7 @@ pub(super) struct Manager<'a> {
     elapsed_before: f64,
     pub(super) model_name: String,
     pub(super) device: String,
+    provider: &'static str,
     pub(super) progress: ProgressBar,
 }
 
@@ -179,7 +180,7 @@ impl Manager<'_> {
                 completion_tokens: c.completion_tokens,
                 note: note.into(),
                 latency_seconds: c.latency_seconds,
-                provider: "local".into(),
+                provider: self.provider.into(),
                 model: self.model_name.clone(),
                 outcome: outcome.into(),
                 cached_prefix_tokens: c.cached_tokens,
@@ -423,8 +424,10 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
 }
 
 /// [`run`] over any backend, for a book (`opts.input`) and an output directory: the same
-/// stages, checkpoints and reports, the backend's model name in the fingerprint. Tests
-/// drive the manager with stand-in backends this way.
+/// stages, checkpoints and reports, the backend's model name in the fingerprint (so a
+/// resume with another backend or model starts fresh). `quire translate --backend openai`
+/// runs this way with a [`crate::remote::RemoteBackend`]; tests drive the manager with
+/// stand-in backends.
 pub fn run_with_backend(
     opts: &TranslateOptions,
     backend: &mut dyn ChatBackend,
@@ -557,6 +560,7 @@ impl<'a> Manager<'a> {
             elapsed_before,
             model_name: backend.model_name(),
             device: backend.device_name(),
+            provider: backend.provider(),
             progress: bar,
         }
     }

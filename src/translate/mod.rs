@@ -25,4 +25,4 @@ pub mod sample_book;
 pub use glossary_stage::HouseTerms;
 mod scheduler;
 
-pub use manager::{run, run_with_backend, Mode, ProgressMode, TranslateOptions};
+pub use manager::{run, run_with_backend, Mode, ProgressMode, RunSummary, TranslateOptions};
