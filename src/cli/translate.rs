@@ -292,9 +292,7 @@ pub fn remote_run(opts: &TranslateOptions, mut config: RemoteConfig) -> Result<R
             .with_local_tokenizer(&path, opts.chat_template.as_deref())
             .with_context(|| format!("cannot count tokens with {}", path.display()))?;
     }
-    if !asked {
-        backend.check_server()?;
-    }
+    backend.check_server()?;
     run_with_backend(opts, &mut backend)
 }
 

@@ -21,6 +21,12 @@ pub trait TextConstraint: Send + Sync {
     fn allows(&self, text: &[u8], next: &[u8]) -> bool;
     /// Whether the sequence may end (end-of-sequence token) after `text`.
     fn allows_end(&self, text: &[u8]) -> bool;
+    /// A JSON description from which a server can rebuild this constraint (so that a
+    /// request sent to `quire serve` is decoded under the same rule); `None` when it cannot
+    /// travel.
+    fn spec(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// A shared constraint carried in [`super::generate::GenerationParams`]. Two handles are
@@ -32,6 +38,11 @@ impl Constraint {
     /// Wrap a constraint.
     pub fn new(c: impl TextConstraint + 'static) -> Self {
         Self(Arc::new(c))
+    }
+
+    /// The constraint's description for a server ([`TextConstraint::spec`]).
+    pub fn spec(&self) -> Option<serde_json::Value> {
+        self.0.spec()
     }
 }
 

@@ -10,9 +10,11 @@
 //! `timings.cache_n`); it becomes each [`Completion`]'s `cached_tokens` (source "server")
 //! and the run's [`PrefixStats`], so `run.json`'s cache share shows it.
 //!
-//! What cannot travel: `GenerationParams::constraint`, a decode-time logits mask, is
-//! ignored — the translate pipeline's deterministic checks and fallback cascade catch what
-//! it would have prevented. Top-k and the repetition penalty have no OpenAI parameter and
+//! `GenerationParams::constraint`, a decode-time logits mask, travels only to `quire serve`
+//! (recognised by `owned_by: "quire"` in its model list), as its description in the
+//! extension field `quire_constraint`, so a book translated through it is the book the
+//! in-process engine writes. Other servers never see it: the translate pipeline's
+//! deterministic checks and fallback cascade catch what it would have prevented. Top-k and the repetition penalty have no OpenAI parameter and
 //! are not sent. Stop strings beyond the API's four are applied here, by cutting the reply
 //! at the earliest one.
 //!
@@ -142,6 +144,8 @@ pub struct RemoteBackend {
     client: Client,
     counter: Counter,
     stats: PrefixStats,
+    /// The server is `quire serve` (found by [`Self::check_server`]): constraints travel.
+    quire_server: bool,
 }
 
 impl RemoteBackend {
@@ -153,6 +157,7 @@ impl RemoteBackend {
             config,
             counter: Counter::Estimate,
             stats: PrefixStats::default(),
+            quire_server: false,
         })
     }
 
@@ -168,18 +173,27 @@ impl RemoteBackend {
         Ok(self)
     }
 
+    /// Whether the server is `quire serve`, which applies the decode-time constraints sent
+    /// to it (known after [`Self::check_server`]).
+    pub fn quire_server(&self) -> bool {
+        self.quire_server
+    }
+
     /// Whether token counts come from a tokenizer ("tokenizer") or are estimates
     /// ("estimate").
     pub fn counting(&self) -> &'static str {
         self.counter.kind()
     }
 
-    /// Check that the server answers (`GET {base_url}/models`, with retries). A server
-    /// without a model list (404 or 405) passes; unreachable, failing or refusing the key
-    /// does not.
-    pub fn check_server(&self) -> Result<()> {
+    /// Check that the server answers (`GET {base_url}/models`, with retries), and whether
+    /// it is `quire serve` (then decode-time constraints are sent along). A server without a
+    /// model list (404 or 405) passes; unreachable, failing or refusing the key does not.
+    pub fn check_server(&mut self) -> Result<()> {
         match self.client.get("models") {
-            Ok(_) => Ok(()),
+            Ok(body) => {
+                self.quire_server = wire::served_by_quire(&body, &self.config.api_model);
+                Ok(())
+            }
             Err(e) => match e.downcast_ref::<StatusError>() {
                 Some(s) if s.status == 404 || s.status == 405 => Ok(()),
                 _ => Err(e.context(format!(
@@ -193,7 +207,7 @@ impl RemoteBackend {
     /// One request to the server: the parsed reply and its wall seconds.
     fn send(&self, req: &ChatRequest) -> Result<(Reply, f64)> {
         let start = Instant::now();
-        let body = wire::request_body(&self.config.api_model, req);
+        let body = wire::request_body(&self.config.api_model, req, self.quire_server);
         let answer = self.client.post_json("chat/completions", &body)?;
         let reply = wire::parse_reply(&answer, &wire::stops(req))
             .with_context(|| format!("from {}/chat/completions", self.client.base()))?;

@@ -17,8 +17,9 @@ pub(super) fn stops(req: &ChatRequest) -> Vec<String> {
 
 /// The JSON body for `req` to `model`. Greedy sampling is `temperature: 0`; top-k and the
 /// repetition penalty have no OpenAI parameter and are not sent; the constraint (a
-/// decode-time logits mask) cannot travel at all.
-pub(super) fn request_body(model: &str, req: &ChatRequest) -> String {
+/// decode-time logits mask) travels only to `quire serve` (`quire`), as its description in
+/// the extension field `quire_constraint`.
+pub(super) fn request_body(model: &str, req: &ChatRequest, quire: bool) -> String {
     let p = &req.params;
     let messages: Vec<Value> = req
         .messages
@@ -41,6 +42,9 @@ pub(super) fn request_body(model: &str, req: &ChatRequest) -> String {
     let stops = stops(req);
     if !stops.is_empty() {
         body["stop"] = json!(&stops[..stops.len().min(MAX_SERVER_STOPS)]);
+    }
+    if let Some(spec) = p.constraint.as_ref().and_then(|c| c.spec()).filter(|_| quire) {
+        body["quire_constraint"] = spec;
     }
     body.to_string()
 }
@@ -130,6 +134,17 @@ pub(super) fn model_ids(body: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// Whether a `GET /models` answer comes from `quire serve` (its entry for `model` is
+/// `owned_by: "quire"`), which applies decode-time constraints sent to it.
+pub(super) fn served_by_quire(body: &str, model: &str) -> bool {
+    serde_json::from_str::<Value>(body).is_ok_and(|v| {
+        v["data"].as_array().is_some_and(|d| {
+            d.iter()
+                .any(|m| m["id"].as_str() == Some(model) && m["owned_by"] == "quire")
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,7 +168,7 @@ mod tests {
 
     #[test]
     fn greedy_request_body() {
-        let body: Value = serde_json::from_str(&request_body("m", &request(0.0, &[]))).unwrap();
+        let body: Value = serde_json::from_str(&request_body("m", &request(0.0, &[]), false)).unwrap();
         assert_eq!(body["model"], "m");
         assert_eq!(body["temperature"], 0);
         assert!(body.get("top_p").is_none() && body.get("stop").is_none());
@@ -167,7 +182,7 @@ mod tests {
     #[test]
     fn sampled_request_body_sends_at_most_four_stops() {
         let req = request(0.7, &["a", "b", "", "c", "d", "e"]);
-        let body: Value = serde_json::from_str(&request_body("m", &req)).unwrap();
+        let body: Value = serde_json::from_str(&request_body("m", &req, false)).unwrap();
         assert!((body["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
         assert!((body["top_p"].as_f64().unwrap() - 0.95).abs() < 1e-6);
         assert_eq!(body["stop"], json!(["a", "b", "c", "d"]));
@@ -195,5 +210,21 @@ mod tests {
         let ids = model_ids(r#"{"object":"list","data":[{"id":"qwen"},{"id":"llama"}]}"#);
         assert_eq!(ids.unwrap(), ["qwen", "llama"]);
         assert!(model_ids(r#"{"models":[]}"#).is_err());
+    }
+
+    #[test]
+    fn the_constraint_travels_only_to_quire_serve() {
+        let passage = "The cache.";
+        let mut req = request(0.0, &[]);
+        req.params = crate::translate::passage::constrained(&req.params, passage, "zh-CN", 64);
+        let to = |quire| serde_json::from_str::<Value>(&request_body("m", &req, quire)).unwrap();
+        assert!(to(false).get("quire_constraint").is_none());
+        let spec = to(true)["quire_constraint"].clone();
+        assert_eq!(spec["passage"], passage);
+        assert_eq!(spec["latin_names_only"], true);
+        let list = r#"{"data":[{"id":"m","owned_by":"quire"},{"id":"n","owned_by":"x"}]}"#;
+        assert!(served_by_quire(list, "m"));
+        assert!(!served_by_quire(list, "n"));
+        assert!(!served_by_quire("nope", "m"));
     }
 }

@@ -3,8 +3,10 @@
 //! chunks.
 
 use crate::engine::chat_template::Message;
+use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::engine::sampling::SamplingParams;
+use crate::units::constraint::PassageConstraint;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -85,6 +87,10 @@ struct WireRequest {
     seed: Option<u64>,
     stop: Option<Stop>,
     n: Option<i64>,
+    /// Quire's extension: a decode-time constraint's description
+    /// ([`crate::engine::constraint::TextConstraint::spec`]), sent by `quire translate
+    /// --backend openai` so that its passages are decoded under the same rule as in-process.
+    quire_constraint: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,13 +178,24 @@ pub fn parse_request(body: &[u8], served: &str) -> Result<ChatJobSpec, ApiError>
         }
     };
     let stop_strings = stop_strings(req.stop)?;
+    let constraint = match &req.quire_constraint {
+        None => None,
+        Some(spec) => Some(Constraint::new(PassageConstraint::from_spec(spec).ok_or_else(
+            || {
+                ApiError::invalid(
+                    "quire_constraint",
+                    "not a constraint description this server knows (kind quire.passage/1 with passage and latin_names_only)",
+                )
+            },
+        )?)),
+    };
     Ok(ChatJobSpec {
         messages,
         params: GenerationParams {
             max_new_tokens: 0,
             sampling,
             stop_strings,
-            constraint: None,
+            constraint,
         },
         max_tokens,
         stream: req.stream,
@@ -449,6 +466,7 @@ mod tests {
                 Some("messages"),
             ),
             (r#"{"messages":"hi"}"#, StatusCode::BAD_REQUEST, None),
+            (r#"{"messages":[{"role":"user","content":"a"}],"quire_constraint":{"kind":"x"}}"#, StatusCode::BAD_REQUEST, Some("quire_constraint")),
         ];
         for (body, status, param) in cases {
             let e = parse(body).expect_err(body);

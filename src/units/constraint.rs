@@ -120,6 +120,20 @@ impl PassageConstraint {
         self
     }
 
+    /// Rebuild a constraint from its [`TextConstraint::spec`] (what a client sends to
+    /// `quire serve`); `None` for anything else.
+    pub fn from_spec(spec: &serde_json::Value) -> Option<Self> {
+        if spec.get("kind")?.as_str()? != SPEC_KIND {
+            return None;
+        }
+        let passage = spec.get("passage")?.as_str()?;
+        let c = Self::new(passage);
+        match spec.get("latin_names_only")?.as_bool()? {
+            true => Some(c.latin_names_only(passage)),
+            false => Some(c),
+        }
+    }
+
     /// Every Latin word of `text` is allowed; the last one, when it may still grow, begins
     /// an allowed word.
     fn latin_ok(&self, text: &[u8]) -> bool {
@@ -284,7 +298,19 @@ impl TextConstraint for PassageConstraint {
             && !text.ends_with(b"\n")
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
+
+    /// The passage and whether Latin words are limited to its names: all a server needs.
+    fn spec(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "kind": SPEC_KIND,
+            "passage": std::str::from_utf8(&self.passage).ok()?,
+            "latin_names_only": self.latin.is_some(),
+        }))
+    }
 }
+
+/// The `kind` of a passage constraint's description.
+const SPEC_KIND: &str = "quire.passage/1";
 
 /// Runs of Latin letters, digits and hyphens that contain a letter: (start, end, bytes).
 fn latin_runs(text: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
@@ -476,5 +502,33 @@ mod tests {
         assert!(!c.allows("使用 {{".as_bytes(), b"2"));
         assert!(c.allows("使用 {{1".as_bytes(), b"}}"));
         assert!(!c.allows("使用 {{1}}".as_bytes(), b"\n"));
+    }
+
+    #[test]
+    fn the_spec_rebuilds_the_same_constraint() {
+        let passage = "The **cache** keeps {{1}} keys.\nUse `Agent` with llama.cpp.";
+        let original = PassageConstraint::new(passage).latin_names_only(passage);
+        let spec = original.spec().expect("a passage constraint travels");
+        let rebuilt = PassageConstraint::from_spec(&spec).expect("its spec rebuilds it");
+        let probes: [(&str, &str); 6] = [
+            ("缓存", " keeps"),
+            ("**缓存**", "**"),
+            ("缓存保存 {{1}} 个键。\n使用 ", "`Agent`"),
+            ("缓存保存 ", "{{2}}"),
+            ("", "# "),
+            ("缓存保存 {{1}} 个键。\n", "llama"),
+        ];
+        for (text, next) in probes {
+            assert_eq!(
+                original.allows(text.as_bytes(), next.as_bytes()),
+                rebuilt.allows(text.as_bytes(), next.as_bytes()),
+                "{text:?} + {next:?}"
+            );
+        }
+        assert!(!original.allows("缓存".as_bytes(), b" keeps"));
+        let plain = PassageConstraint::new(passage).spec().unwrap();
+        assert_eq!(plain["latin_names_only"], false);
+        assert!(PassageConstraint::from_spec(&serde_json::json!({"kind": "other"})).is_none());
+        assert!(PassageConstraint::from_spec(&serde_json::json!("x")).is_none());
     }
 }
