@@ -43,7 +43,12 @@ pub(super) fn request_body(model: &str, req: &ChatRequest, quire: bool) -> Strin
     if !stops.is_empty() {
         body["stop"] = json!(&stops[..stops.len().min(MAX_SERVER_STOPS)]);
     }
-    if let Some(spec) = p.constraint.as_ref().and_then(|c| c.spec()).filter(|_| quire) {
+    if let Some(spec) = p
+        .constraint
+        .as_ref()
+        .and_then(|c| c.spec())
+        .filter(|_| quire)
+    {
         body["quire_constraint"] = spec;
     }
     body.to_string()
@@ -168,7 +173,8 @@ mod tests {
 
     #[test]
     fn greedy_request_body() {
-        let body: Value = serde_json::from_str(&request_body("m", &request(0.0, &[]), false)).unwrap();
+        let body: Value =
+            serde_json::from_str(&request_body("m", &request(0.0, &[]), false)).unwrap();
         assert_eq!(body["model"], "m");
         assert_eq!(body["temperature"], 0);
         assert!(body.get("top_p").is_none() && body.get("stop").is_none());

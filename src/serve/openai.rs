@@ -466,7 +466,11 @@ mod tests {
                 Some("messages"),
             ),
             (r#"{"messages":"hi"}"#, StatusCode::BAD_REQUEST, None),
-            (r#"{"messages":[{"role":"user","content":"a"}],"quire_constraint":{"kind":"x"}}"#, StatusCode::BAD_REQUEST, Some("quire_constraint")),
+            (
+                r#"{"messages":[{"role":"user","content":"a"}],"quire_constraint":{"kind":"x"}}"#,
+                StatusCode::BAD_REQUEST,
+                Some("quire_constraint"),
+            ),
         ];
         for (body, status, param) in cases {
             let e = parse(body).expect_err(body);

@@ -1,6 +1,8 @@
 //! Shared helpers for tests on the real models (fetched on first use, then cached).
 #![allow(dead_code)]
 
+pub mod server;
+
 use quire::engine::{Engine, LoadOptions};
 use std::path::PathBuf;
 use std::sync::OnceLock;
