@@ -23,6 +23,23 @@ pub fn install_engine_config() -> Result<()> {
     crate::engine::config::install(&cfg)
 }
 
+/// The on-disk prefix cache directory: `--prefix-cache-dir`, else `$QUIRE_PREFIX_CACHE_DIR`,
+/// else the user cache dir; `None` with `--no-disk-cache`.
+pub fn prefix_cache_dir(given: Option<PathBuf>, no_disk_cache: bool) -> Option<PathBuf> {
+    if no_disk_cache {
+        return None;
+    }
+    Some(
+        given
+            .or_else(|| {
+                std::env::var_os("QUIRE_PREFIX_CACHE_DIR")
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
+    )
+}
+
 /// Arguments that choose and load a model.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ModelArgs {

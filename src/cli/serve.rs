@@ -62,18 +62,8 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         bail!("the API key is empty");
     }
     let engine = args.model.load(false)?;
-    let disk = (!args.no_disk_cache).then(|| {
-        let dir = args
-            .prefix_cache_dir
-            .clone()
-            .or_else(|| {
-                std::env::var_os("QUIRE_PREFIX_CACHE_DIR")
-                    .filter(|d| !d.is_empty())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir);
-        DiskPrefixCache::new(&dir, 4 << 30)
-    });
+    let disk = super::prefix_cache_dir(args.prefix_cache_dir.clone(), args.no_disk_cache)
+        .map(|dir| DiskPrefixCache::new(&dir, 4 << 30));
     let backend = LocalBackend::new(engine, args.prefix_cache_mib << 20, disk)?;
     let cfg = ServeConfig {
         addr: SocketAddr::new(args.host, args.port),

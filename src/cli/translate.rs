@@ -244,19 +244,7 @@ impl TranslateArgs {
             } else {
                 ProgressMode::Bar
             },
-            prefix_cache_dir: if args.no_disk_cache {
-                None
-            } else {
-                Some(
-                    args.prefix_cache_dir
-                        .or_else(|| {
-                            std::env::var_os("QUIRE_PREFIX_CACHE_DIR")
-                                .filter(|d| !d.is_empty())
-                                .map(PathBuf::from)
-                        })
-                        .unwrap_or_else(crate::engine::prefix_cache::disk::default_dir),
-                )
-            },
+            prefix_cache_dir: super::prefix_cache_dir(args.prefix_cache_dir, args.no_disk_cache),
             batch: args.batch.unwrap_or(match args.backend {
                 Backend::Local => crate::engine::kernels::SMALL_BATCH,
                 Backend::Openai => args.concurrency,
