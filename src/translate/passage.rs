@@ -16,7 +16,9 @@ use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
 use anyhow::Result;
 
 /// Builds the translation request for a passage (the model's text) and its token allowance.
-pub type RequestFor<'a> = dyn Fn(&str, usize) -> Result<ChatRequest> + 'a;
+/// Builds the request that translates one passage, with the findings of an earlier
+/// attempt to fix (empty for a first attempt), and its token allowance.
+pub type RequestFor<'a> = dyn Fn(&str, &[String], usize) -> Result<ChatRequest> + 'a;
 
 /// Generation parameters for translating `passage` into `target_lang`: `base` with the
 /// passage's constraint (for a target in a non-Latin script, Latin words only where the
@@ -247,30 +249,59 @@ pub fn fallback(
     let texts: Vec<&str> = segs.iter().map(|s| s.text.as_str()).collect();
     // A unit of one segment was just asked with this very passage: straight to sentences.
     let first = if segs.len() == 1 {
-        vec![None]
+        vec![Err(Vec::new())]
     } else {
+        let fresh = vec![Vec::new(); texts.len()];
         translate_pieces(
-            backend, unit, &texts, segs, request, ctx, "segment", &mut calls,
+            backend, unit, &texts, segs, &fresh, request, ctx, "segment", &mut calls,
         )?
     };
     let mut translated = Vec::with_capacity(segs.len());
     let mut kept_source = 0;
     let mut notes = Vec::new();
     for (i, seg) in segs.iter().enumerate() {
-        if let Some(t) = &first[i] {
+        if let Ok(t) = &first[i] {
             translated.push(t.clone());
             continue;
         }
         let sentences = split_sentences(&seg.text);
         let sub: Vec<Segment> = sentences.iter().map(|s| sub_segment(seg, s)).collect();
-        let second = translate_pieces(
-            backend, unit, &sentences, &sub, request, ctx, "sentence", &mut calls,
+        let fresh = vec![Vec::new(); sentences.len()];
+        let mut second = translate_pieces(
+            backend, unit, &sentences, &sub, &fresh, request, ctx, "sentence", &mut calls,
         )?;
+        // A sentence that failed is asked once more with what was wrong with it (a number
+        // the model dropped, a placeholder it lost): cheaper than a person's time.
+        let failed: Vec<usize> = (0..sub.len())
+            .filter(|&k| second[k].as_ref().is_err_and(|why| !why.is_empty()))
+            .collect();
+        if !failed.is_empty() {
+            let texts: Vec<&str> = failed.iter().map(|&k| sentences[k].as_str()).collect();
+            let segs: Vec<Segment> = failed.iter().map(|&k| sub[k].clone()).collect();
+            let why: Vec<Vec<String>> = failed
+                .iter()
+                .map(|&k| second[k].clone().err().unwrap_or_default())
+                .collect();
+            let retried = translate_pieces(
+                backend,
+                unit,
+                &texts,
+                &segs,
+                &why,
+                request,
+                ctx,
+                "sentence retry",
+                &mut calls,
+            )?;
+            for (&k, r) in failed.iter().zip(retried) {
+                second[k] = r;
+            }
+        }
         let mut parts = Vec::with_capacity(sentences.len());
         for (k, s) in sub.iter().enumerate() {
             match &second[k] {
-                Some(t) => parts.push(t.clone()),
-                None => {
+                Ok(t) => parts.push(t.clone()),
+                Err(_) => {
                     let kept = keep_source(&s.text);
                     let own = restore_segment(unit, s, &kept).unwrap_or(kept);
                     notes.push(finding(
@@ -308,48 +339,75 @@ pub fn fallback(
     })
 }
 
-/// Translate independent pieces in one batch; `Some` for each that restores and passes
-/// its checks.
+/// Translate independent pieces in one batch, each with the findings of its earlier attempt
+/// (`findings[i]`, empty for a first one): `Ok` for each that restores and passes its
+/// checks, `Err` with what was wrong otherwise.
 #[allow(clippy::too_many_arguments)]
 fn translate_pieces(
     backend: &mut dyn ChatBackend,
     unit: &Unit,
     texts: &[impl AsRef<str>],
     segs: &[Segment],
+    findings: &[Vec<String>],
     request: &RequestFor,
     ctx: &CheckContext,
     what: &str,
     calls: &mut Vec<(String, Completion, &'static str)>,
-) -> Result<Vec<Option<String>>> {
+) -> Result<Vec<std::result::Result<String, Vec<String>>>> {
     let reqs = texts
         .iter()
-        .map(|t| request(t.as_ref(), max_new_tokens(t.as_ref())))
+        .zip(findings)
+        .map(|(t, f)| request(t.as_ref(), f, max_new_tokens(t.as_ref())))
         .collect::<Result<Vec<_>>>()?;
     let replies = backend.complete_batch(&reqs)?;
     let mut out = Vec::with_capacity(replies.len());
     for ((seg, reply), i) in segs.iter().zip(replies).zip(1..) {
-        // A piece is one line with text: an empty reply or one of several lines is not
-        // its translation (a backend without the decode-time constraint can give both).
-        let one_line = !reply.text.trim().is_empty() && !reply.text.trim().contains('\n');
-        let ok = restore_segment(unit, seg, reply.text.trim())
-            .ok()
-            .filter(|_| one_line)
-            .filter(|_| cut_short(&reply).is_none())
-            .filter(|_| out_of_step(&seg.text, reply.text.trim(), ctx).is_none())
-            .filter(|t| {
-                let src = restore_segment(unit, seg, &seg.text).unwrap_or_default();
-                !check_unit(&unit.id, &src, t, ctx)
-                    .iter()
-                    .any(|f| f.severity == Severity::Error)
-            });
+        let verdict = judge_piece(unit, seg, &reply, ctx);
         calls.push((
             format!("{} {what} {i}", unit.id),
             reply,
-            if ok.is_some() { "ok" } else { "fallback" },
+            if verdict.is_ok() { "ok" } else { "fallback" },
         ));
-        out.push(ok);
+        out.push(verdict);
     }
     Ok(out)
+}
+
+/// A piece's reply restored, or what is wrong with it: a piece is one line with text (an
+/// empty reply or one of several lines is not its translation — a backend without the
+/// decode-time constraint can give both), not cut short, in step with its source, and
+/// without error findings.
+fn judge_piece(
+    unit: &Unit,
+    seg: &Segment,
+    reply: &Completion,
+    ctx: &CheckContext,
+) -> std::result::Result<String, Vec<String>> {
+    let text = reply.text.trim();
+    if text.is_empty() || text.contains('\n') {
+        return Err(vec!["answer with exactly one line".to_string()]);
+    }
+    if cut_short(reply).is_some() {
+        // A reply that ran on to its allowance: asking again costs as much, for little.
+        return Err(Vec::new());
+    }
+    let restored = restore_segment(unit, seg, text).map_err(|e| vec![e])?;
+    if out_of_step(&seg.text, text, ctx).is_some() {
+        return Err(vec![
+            "the translation is far longer or shorter than the sentence".to_string(),
+        ]);
+    }
+    let src = restore_segment(unit, seg, &seg.text).unwrap_or_default();
+    let errors: Vec<String> = check_unit(&unit.id, &src, &restored, ctx)
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
+        .collect();
+    if errors.is_empty() {
+        Ok(restored)
+    } else {
+        Err(errors)
+    }
 }
 
 /// A piece of `seg` with the placeholders it holds.
@@ -506,5 +564,78 @@ mod tests {
         let src = "The cache is stored on disk, so a restart costs only twelve milliseconds.";
         assert_eq!(out_of_step(src, "Der Cache liegt auf der Festplatte, daher kostet ein Neustart nur zwölf Millisekunden.", &de), None);
         assert!(out_of_step(src, "Cache.", &de).is_some());
+    }
+
+    /// Answers like a model that drops "Level 3" unless its prompt names the problem.
+    struct DropsTheNumber {
+        prompts: Vec<String>,
+    }
+
+    impl ChatBackend for DropsTheNumber {
+        fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
+            let last = req
+                .messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default();
+            self.prompts.push(last.clone());
+            let text = if last.contains("fix all of them") {
+                "**第 3 层：主动服务** —— 这是检验 Agent 的试金石。"
+            } else {
+                "**主动服务** —— 这是检验 Agent 的试金石。"
+            };
+            Ok(reply(text, FinishReason::Eos))
+        }
+        fn count_tokens(&self, text: &str) -> Result<usize> {
+            Ok(text.len() / 4)
+        }
+        fn prompt_tokens(&self, _: &[crate::engine::chat_template::Message]) -> Result<usize> {
+            Ok(0)
+        }
+        fn model_name(&self) -> String {
+            "drops-the-number".into()
+        }
+        fn device_name(&self) -> String {
+            "test".into()
+        }
+    }
+
+    #[test]
+    fn a_failed_sentence_is_asked_again_with_its_findings() {
+        let ctx = CheckContext::new("en", "zh-CN");
+        let u = unit("**Level 3: Proactive Service** — This is the acid test of an Agent.\n");
+        let sk = Skeleton::of(&u);
+        let mut backend = DropsTheNumber {
+            prompts: Vec::new(),
+        };
+        let request = |text: &str, findings: &[String], max: usize| {
+            let p = crate::prompts::agents::translate_prompt(
+                crate::prompts::agents::DEFAULT_GUIDE,
+                "en",
+                "zh-CN",
+                &[],
+                &[],
+                findings,
+                text,
+                None,
+            )?;
+            Ok(ChatRequest {
+                messages: p.messages,
+                split: p.split,
+                params: constrained(&GenerationParams::default(), text, "zh-CN", max),
+            })
+        };
+        let keep = |text: &str| text.to_string();
+        let fb = fallback(&mut backend, &u, &sk, &request, &keep, &ctx).unwrap();
+        assert_eq!(fb.kept_source, 0, "{:?}", fb.findings);
+        assert!(fb.text.contains("第 3 层"), "{}", fb.text);
+        assert_eq!(backend.prompts.len(), 2, "one sentence, then its retry");
+        assert!(
+            backend.prompts[1].contains("[number]"),
+            "{}",
+            backend.prompts[1]
+        );
+        let outcomes: Vec<&str> = fb.calls.iter().map(|(_, _, o)| *o).collect();
+        assert_eq!(outcomes, ["fallback", "ok"]);
     }
 }

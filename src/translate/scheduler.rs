@@ -418,8 +418,8 @@ impl Scheduler {
             _ => {
                 let params = self.params.clone();
                 let example = job.example.as_ref();
-                let request = |text: &str, max: usize| {
-                    unit_request(m, terms, unit, text, &[], &params, Some(max), example)
+                let request = |text: &str, findings: &[String], max: usize| {
+                    unit_request(m, terms, unit, text, findings, &params, Some(max), example)
                 };
                 let keep = |text: &str| inject_house_terms(text, &terms.glossary);
                 let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;

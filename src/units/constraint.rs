@@ -8,8 +8,13 @@
 //!   written (full-width braces are refused).
 //! * **Markdown that the passage lacks**: a line may not start with a heading, list,
 //!   block-quote or table marker or a code fence, and backticks, table pipes and footnote
-//!   labels `[^` cannot appear, unless the passage has them itself; a line has no more
-//!   `**` (bold delimiters) than its source line.
+//!   labels `[^` cannot appear, unless the passage has them itself.
+//! * **Emphasis**: a line has no more `**` (bold delimiters) than its source line, a line
+//!   whose source opens with bold (a label: `**Level 2: Retrieval** — …`) opens with it too,
+//!   and no line ends inside a bold span.
+//! * **Numbers**: every run of ASCII digits outside placeholders is part of a number of its
+//!   source line (`1,024` may be written `1024`), so a figure cannot be changed or invented;
+//!   a number the source spells out is written in Chinese numerals or words.
 //!
 //! The checks run on bytes, the text so far plus one candidate token, so the engine can
 //! ask them lazily ([`crate::engine::constraint`]).
@@ -22,6 +27,14 @@ use std::sync::LazyLock;
 static LINE_MARKER_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^[ \t]*(?:#|>|[-*+][ \t]|[0-9]{1,9}[.)][ \t]|\||```|~~~)")
         .expect("valid marker regex")
+});
+
+/// A number with an optional scale word: `1,024`, `3.5`, `150 million`, `128K`.
+static SCALED_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)([0-9][0-9,_]*(?:\.[0-9]+)?)(?:\s*(thousand|million|billion|trillion|k|m|b)\b)?",
+    )
+    .expect("valid number regex")
 });
 
 /// A dotted or slashed name: `llama.cpp`, `config/default`.
@@ -49,6 +62,11 @@ pub struct PassageConstraint {
     passage: Vec<u8>,
     /// `**` delimiters of each line of the passage: a reply line may not have more.
     bold: Vec<usize>,
+    /// Lines of the passage that open with a bold span: the reply line opens with one too.
+    bold_lead: Vec<bool>,
+    /// Digits of each line of the passage outside placeholders, as runs with the
+    /// separators inside numbers (`,` `_`) removed.
+    digits: Vec<Vec<Vec<u8>>>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
 }
@@ -72,6 +90,11 @@ impl PassageConstraint {
                 .split('\n')
                 .map(|l| l.matches("**").count())
                 .collect(),
+            bold_lead: passage
+                .split('\n')
+                .map(|l| l.trim_start().starts_with("**") && l.matches("**").count() >= 2)
+                .collect(),
+            digits: passage.split('\n').map(source_digits).collect(),
             placeholders,
             markers_ok: LINE_MARKER_RE.is_match(passage.as_bytes()),
             backtick_ok: passage.contains('`'),
@@ -176,15 +199,55 @@ impl PassageConstraint {
         {
             return false;
         }
-        self.latin_ok(text) && self.lines_placeholders_ok(text, false) && self.bold_ok(text)
+        self.latin_ok(text)
+            && self.lines_placeholders_ok(text, false)
+            && self.bold_ok(text, false)
+            && self.digits_ok(text)
     }
 
-    /// No line has more bold delimiters than its source line: emphasis the passage lacks
-    /// cannot be invented.
-    fn bold_ok(&self, text: &[u8]) -> bool {
-        text.split(|&b| b == b'\n')
-            .zip(&self.bold)
-            .all(|(line, &max)| String::from_utf8_lossy(line).matches("**").count() <= max)
+    /// No line has more bold delimiters than its source line (emphasis the passage lacks
+    /// cannot be invented), a line whose source opens with bold opens with it, and a
+    /// finished line (with `complete`, the last one too) closes every bold span it opened.
+    fn bold_ok(&self, text: &[u8], complete: bool) -> bool {
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        let last = lines.len() - 1;
+        lines
+            .iter()
+            .zip(self.bold.iter().zip(&self.bold_lead))
+            .enumerate()
+            .all(|(i, (line, (&max, &lead)))| {
+                let n = String::from_utf8_lossy(line).matches("**").count();
+                let opens = if line.len() < 2 {
+                    b"**".starts_with(line)
+                } else {
+                    line.starts_with(b"**")
+                };
+                let finished = complete || i < last;
+                n <= max
+                    && (!lead || opens)
+                    && (!finished || n.is_multiple_of(2) || !max.is_multiple_of(2))
+            })
+    }
+
+    /// Every digit run of every line (outside placeholders) is a number of its source line
+    /// (or one of its groups: `3` and `5` of `3.5`); the run the text ends in, still being
+    /// written, begins one.
+    fn digits_ok(&self, text: &[u8]) -> bool {
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        let last = lines.len() - 1;
+        lines
+            .iter()
+            .zip(&self.digits)
+            .enumerate()
+            .all(|(i, (line, own))| {
+                digit_runs(line).all(|(start, run)| {
+                    let open = i == last && start + run.len() == line.len();
+                    after_placeholder_open(&line[..start])
+                        || own
+                            .iter()
+                            .any(|n| n.as_slice() == run || (open && n.starts_with(run)))
+                })
+            })
     }
 
     /// Each line holds only its own placeholders; every finished line (and with
@@ -296,6 +359,7 @@ impl TextConstraint for PassageConstraint {
         let lines = trimmed.iter().filter(|&&b| b == b'\n').count() + 1;
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
+            && self.bold_ok(trimmed, true)
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
 
@@ -333,6 +397,73 @@ fn latin_runs(text: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
         }
         None
     })
+}
+
+/// Runs of ASCII digits in `text`: (start, digits).
+fn digit_runs(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < text.len() && !text[i].is_ascii_digit() {
+            i += 1;
+        }
+        let start = i;
+        while i < text.len() && text[i].is_ascii_digit() {
+            i += 1;
+        }
+        (i > start).then(|| (start, &text[start..i]))
+    })
+}
+
+/// Whether `before` ends in a placeholder's opening (`{{`, `{{ `): the digits that follow
+/// are its number, not a figure.
+fn after_placeholder_open(before: &[u8]) -> bool {
+    let mut end = before.len();
+    while end > 0 && before[end - 1] == b' ' {
+        end -= 1;
+    }
+    before[..end].ends_with(b"{{")
+}
+
+/// The numbers of a source line as digit strings, placeholders left out: each group of
+/// digits (`1`, `024`, `3`, `5`), each number with its separators (`,` `_`) removed
+/// (`1024`), and the groups of its value in 万 and 亿 (`367,000` = `36.7万`,
+/// `150 million` = `1.5亿`), as Chinese writes large numbers.
+fn source_digits(line: &str) -> Vec<Vec<u8>> {
+    let text = super::PLACEHOLDER_RE.replace_all(line, " ");
+    let b = text.as_bytes();
+    let mut numbers: Vec<Vec<u8>> = digit_runs(b).map(|(_, r)| r.to_vec()).collect();
+    let mut joined = Vec::with_capacity(b.len());
+    for (i, &c) in b.iter().enumerate() {
+        let inside =
+            i > 0 && i + 1 < b.len() && b[i - 1].is_ascii_digit() && b[i + 1].is_ascii_digit();
+        if !(inside && (c == b',' || c == b'_')) {
+            joined.push(c);
+        }
+    }
+    numbers.extend(digit_runs(&joined).map(|(_, r)| r.to_vec()));
+    for c in SCALED_RE.captures_iter(&text) {
+        let Ok(v) = c[1].replace([',', '_'], "").parse::<f64>() else {
+            continue;
+        };
+        let scale = match c.get(2).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
+            Some("thousand" | "k") => 1e3,
+            Some("million" | "m") => 1e6,
+            Some("billion" | "b") => 1e9,
+            Some("trillion") => 1e12,
+            _ => 1.0,
+        };
+        for unit in [1.0, 1e4, 1e8] {
+            let scaled = v * scale / unit;
+            if (1.0..1e15).contains(&scaled) {
+                let written = format!("{scaled:.4}");
+                let written = written.trim_end_matches('0').trim_end_matches('.');
+                numbers.extend(digit_runs(written.as_bytes()).map(|(_, r)| r.to_vec()));
+            }
+        }
+    }
+    numbers.sort();
+    numbers.dedup();
+    numbers
 }
 
 fn trim_end(t: &[u8]) -> &[u8] {
@@ -445,7 +576,7 @@ mod tests {
 
     #[test]
     fn markdown_the_passage_lacks_cannot_start() {
-        let c = PassageConstraint::new("Plain prose, 3 items.");
+        let c = PassageConstraint::new("Plain prose, 3 items in 2024.");
         for bad in [
             "```",
             "# 标题",
@@ -471,6 +602,68 @@ mod tests {
             !ok(&bold, "一个**粗体**词。\n这里**"),
             "bold the line lacks"
         );
+    }
+
+    #[test]
+    fn a_bold_label_stays_bold_and_no_line_ends_inside_bold() {
+        let c = PassageConstraint::new(
+            "**Level 2: Retrieval** — the Agent looks back.\nPlain **word** here.",
+        );
+        assert!(ok(&c, "*"));
+        assert!(ok(&c, "**第二层"));
+        assert!(!ok(&c, "第二层"), "the label must open the line");
+        assert!(!ok(&c, "*第"), "a single star is not bold");
+        assert!(
+            !ok(&c, "**第二层：检索 —— Agent 回顾。\n"),
+            "bold left open"
+        );
+        assert!(ok(&c, "**第二层：检索** —— Agent 回顾。\n"));
+        assert!(
+            ok(&c, "**第二层：检索** —— Agent 回顾。\n这里的词"),
+            "mid-line bold may go"
+        );
+        assert!(!c.allows_end("**第二层：检索** —— 回顾。\n这里的**词".as_bytes()));
+        assert!(c.allows_end("**第二层：检索** —— 回顾。\n这里的**词**。".as_bytes()));
+        let odd = PassageConstraint::new("**unbalanced source");
+        assert!(ok(&odd, "未闭合"), "one delimiter is not a label");
+        assert!(
+            odd.allows_end("**未闭合".as_bytes()),
+            "the source's own odd count"
+        );
+    }
+
+    #[test]
+    fn digits_come_from_the_source_line() {
+        let c = PassageConstraint::new(
+            "**Level 2** needs 1,024 tokens in 3.5 ms, see {{12}}.\nTwo cars, 2025.",
+        );
+        assert!(ok(
+            &c,
+            "**第 2 层**需要 1024 个词元，耗时 3.5 ms，见 {{12}}。\n两辆车，2025"
+        ));
+        assert!(ok(&c, "**第 2 层**需要 1,024 个"));
+        assert!(!ok(&c, "**第 4"), "a number the line lacks");
+        assert!(!ok(&c, "**第 2 层**需要 2048"), "an invented figure");
+        assert!(
+            !ok(&c, "**第二层**需要 1024 个词元，见 {{12}}。\n2 辆车"),
+            "spelled out in the source"
+        );
+        assert!(
+            ok(&c, "**第二层**需要 1024 个词元，见 {{12}}。\n两辆车，20"),
+            "a number being written"
+        );
+        assert!(
+            !ok(&c, "**第二层**需要 1024 个词元，见 {{12}}。\n两辆车，3.5"),
+            "another line's number"
+        );
+        assert!(
+            ok(&c, "**第二层** 见 {{ 12 }}"),
+            "a placeholder's number is not a figure"
+        );
+        let big = PassageConstraint::new("367,000 users, 150 million tokens, 128K context.");
+        assert!(ok(&big, "36.7 万用户，1.5 亿个词元，128K 上下文"));
+        assert!(ok(&big, "367000 名用户，15000 万个词元，12.8 万"));
+        assert!(!ok(&big, "37 万"), "a rounded figure is another figure");
     }
 
     #[test]
