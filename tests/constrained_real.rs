@@ -106,3 +106,46 @@ fn constrained_translation_keeps_structure_on_the_real_model() {
         );
     }
 }
+
+/// May end only once `{{7}}` is written, and says so ([`TextConstraint::owed`]).
+struct OwesAPlaceholder;
+
+impl quire::engine::constraint::TextConstraint for OwesAPlaceholder {
+    fn allows(&self, _text: &[u8], _next: &[u8]) -> bool {
+        true
+    }
+    fn allows_end(&self, text: &[u8]) -> bool {
+        text.windows(5).any(|w| w == b"{{7}}")
+    }
+    fn owed(&self, text: &[u8]) -> Option<Vec<u8>> {
+        (!self.allows_end(text)).then(|| b"{{7}}".to_vec())
+    }
+}
+
+#[test]
+fn a_model_that_would_end_is_steered_to_what_the_text_owes() {
+    let e = qwen();
+    let messages = [quire::engine::chat_template::Message::user(
+        "Reply with one short greeting in Chinese.".to_string(),
+    )];
+    let prompt = e
+        .encode(&e.template.render(&messages, true).unwrap())
+        .unwrap();
+    let params = GenerationParams {
+        max_new_tokens: 48,
+        constraint: Some(quire::engine::constraint::Constraint::new(OwesAPlaceholder)),
+        ..GenerationParams::default()
+    };
+    let mut cache = e.new_cache().unwrap();
+    let gen = e
+        .generate(&mut cache, &prompt, &params, &mut |_| {})
+        .unwrap();
+    // Where the model would have stopped, it writes what it owes and then stops.
+    assert!(gen.text.contains("{{7}}"), "{:?}", gen.text);
+    assert_eq!(
+        gen.finish,
+        quire::engine::generate::FinishReason::Eos,
+        "{:?}",
+        gen.text
+    );
+}

@@ -21,6 +21,14 @@ pub trait TextConstraint: Send + Sync {
     fn allows(&self, text: &[u8], next: &[u8]) -> bool;
     /// Whether the sequence may end (end-of-sequence token) after `text`.
     fn allows_end(&self, text: &[u8]) -> bool;
+    /// Bytes `text` still owes where it stands (a placeholder its line has not written):
+    /// when the model's most likely token would end the text or its line there and may
+    /// not, the next token must begin writing them — the model is steered back to what it
+    /// skipped instead of being pushed on into text it has no more to say in. `None`:
+    /// nothing owed.
+    fn owed(&self, _text: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
     /// A JSON description from which a server can rebuild this constraint (so that a
     /// request sent to `quire serve` is decoded under the same rule); `None` when it cannot
     /// travel.

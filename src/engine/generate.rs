@@ -110,6 +110,9 @@ struct Decoding<'a> {
     text: String,
     emitted: usize,
     hold: usize,
+    /// Bytes still to write that a constraint said the text owes (see
+    /// [`super::constraint::TextConstraint::owed`]); empty when not steering.
+    steer: Vec<u8>,
     finish: Option<FinishReason>,
 }
 
@@ -130,6 +133,7 @@ impl<'a> Decoding<'a> {
                 .max()
                 .unwrap_or(1)
                 .saturating_sub(1),
+            steer: Vec::new(),
             finish: None,
         }
     }
@@ -156,7 +160,7 @@ impl<'a> Decoding<'a> {
             Some(c) => {
                 let pieces = engine.tokenizer.token_bytes();
                 let text = &self.bytes;
-                let mut allowed = |t: u32| {
+                let allowed = |t: u32| {
                     if eos.contains(&t) {
                         c.0.allows_end(text)
                     } else {
@@ -165,10 +169,57 @@ impl<'a> Decoding<'a> {
                             .is_some_and(|b| !b.is_empty() && c.0.allows(text, b))
                     }
                 };
-                match self
-                    .sampler
-                    .sample_masked(&mut logits, &self.history, &mut allowed)
-                {
+                // The model would end here (or end its line) and may not: steer it to what
+                // the text owes, if the constraint says, until that is written.
+                let fresh = self.steer.is_empty();
+                if fresh {
+                    let best = logits
+                        .iter()
+                        .enumerate()
+                        .fold(None::<(usize, f32)>, |m, (i, &v)| match m {
+                            Some((_, mv)) if mv >= v => m,
+                            _ => Some((i, v)),
+                        })
+                        .map(|(i, _)| i as u32);
+                    let ends = |t: u32| {
+                        eos.contains(&t)
+                            || pieces
+                                .get(t as usize)
+                                .is_some_and(|b| b.first() == Some(&b'\n'))
+                    };
+                    self.steer = best
+                        .filter(|&t| ends(t) && !allowed(t))
+                        .and_then(|_| c.0.owed(text))
+                        .unwrap_or_default();
+                }
+                let owed = &self.steer;
+                let owed_piece = |t: u32| {
+                    pieces.get(t as usize).and_then(|b| {
+                        // Only the first steered token may bring a space before them.
+                        let b = match b.strip_prefix(b" ") {
+                            Some(rest) if fresh && !rest.is_empty() => rest,
+                            _ => b,
+                        };
+                        (!b.is_empty() && owed.starts_with(b)).then_some(b.len())
+                    })
+                };
+                let steered = if owed.is_empty() {
+                    None
+                } else {
+                    let mut begins_owed = |t: u32| owed_piece(t).is_some() && allowed(t);
+                    let mut scratch = logits.clone();
+                    self.sampler
+                        .sample_masked(&mut scratch, &self.history, &mut begins_owed)
+                };
+                match steered.and_then(owed_piece) {
+                    Some(n) => self.steer.drain(..n).for_each(drop),
+                    None => self.steer.clear(),
+                }
+                let mut allowed = allowed;
+                match steered.or_else(|| {
+                    self.sampler
+                        .sample_masked(&mut logits, &self.history, &mut allowed)
+                }) {
                     Some(t) => t,
                     None => {
                         self.finish = Some(FinishReason::Constraint);

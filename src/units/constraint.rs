@@ -37,6 +37,10 @@ static SCALED_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     .expect("valid number regex")
 });
 
+/// A placeholder written by the model, in bytes (tolerated spacing); group 1 its number.
+static PLACEHOLDER_BYTES_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{\{\s*([0-9]+)\s*\}\}").expect("valid placeholder regex"));
+
 /// A dotted or slashed name: `llama.cpp`, `config/default`.
 static DOTTED_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[A-Za-z0-9_-]+(?:[./][A-Za-z0-9_-]+)+").expect("valid name regex")
@@ -363,6 +367,23 @@ impl TextConstraint for PassageConstraint {
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
 
+    /// What the current line still owes before it may end: the first of its placeholders
+    /// it has not written, else the `**` that closes a bold span it opened.
+    fn owed(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let line_no = text.iter().filter(|&&b| b == b'\n').count();
+        let line = &text[text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)..];
+        let missing = self.placeholders.get(line_no)?.iter().find(|&&n| {
+            !PLACEHOLDER_BYTES_RE
+                .captures_iter(line)
+                .any(|c| c[1] == *n.to_string().as_bytes())
+        });
+        if let Some(n) = missing {
+            return Some(format!("{{{{{n}}}}}").into_bytes());
+        }
+        let bold = String::from_utf8_lossy(line).matches("**").count();
+        (!bold.is_multiple_of(2)).then(|| b"**".to_vec())
+    }
+
     /// The passage and whether Latin words are limited to its names: all a server needs.
     fn spec(&self) -> Option<serde_json::Value> {
         Some(serde_json::json!({
@@ -630,6 +651,24 @@ mod tests {
             odd.allows_end("**未闭合".as_bytes()),
             "the source's own odd count"
         );
+    }
+
+    #[test]
+    fn what_a_line_owes_before_it_ends() {
+        let c = PassageConstraint::new("As {{1}} says{{2}}.\nThe **key** is {{3}}.");
+        assert_eq!(
+            c.owed("正如 {{1}} 所说。".as_bytes()),
+            Some(b"{{2}}".to_vec())
+        );
+        assert_eq!(
+            c.owed("正如 {{ 2 }} 所说".as_bytes()),
+            Some(b"{{1}}".to_vec())
+        );
+        assert_eq!(c.owed("正如 {{1}} 所说{{2}}。".as_bytes()), None);
+        let second = "正如 {{1}} 所说{{2}}。\n**关键**是 {{3}}";
+        assert_eq!(c.owed(second.as_bytes()), None);
+        let open = "正如 {{1}} 所说{{2}}。\n{{3}} 是**关键";
+        assert_eq!(c.owed(open.as_bytes()), Some(b"**".to_vec()));
     }
 
     #[test]
