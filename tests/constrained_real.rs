@@ -38,7 +38,7 @@ fn constrained_translation_keeps_structure_on_the_real_model() {
     for u in &units {
         let sk = Skeleton::of(u);
         let passage = sk.model_text();
-        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", 200);
+        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", 200, &[]);
         jobs.push((u.clone(), sk, passage, params));
     }
     let mut singles = Vec::new();

@@ -446,6 +446,7 @@ impl SharedPrefix {
                 &passage,
                 TARGET_LANG,
                 passage::max_new_tokens(part),
+                &[],
             ),
         })
     }

@@ -433,6 +433,17 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
             .strip_suffix('s')
             .is_some_and(|s| singulars.contains(s))
     });
+    // A plural kept on its own is named by its singular when the book writes that with a
+    // capital too (`Skills` → `Skill`): the target languages have no plural.
+    for c in &mut keep {
+        let singular = c
+            .term
+            .strip_suffix('s')
+            .filter(|s| !s.ends_with('s') && stats.get(*s).is_some_and(|st| st.0 > 0));
+        if let Some(s) = singular {
+            c.term = s.to_string();
+        }
+    }
     keep.sort_by(|a, b| b.count.cmp(&a.count).then(a.term.cmp(&b.term)));
     keep.truncate(limit);
     keep
@@ -479,7 +490,8 @@ mod tests {
                    The Prompt and the Agent see Figure 2 and Figure 3 here. \
                    Every agent has a Prompt and an Agent loop. Tools help the Agent. \
                    She was \"a Senior Engineer at Acme\" and \"a Senior Engineer at Initech\" before. \
-                   The Agent read the Comparison of Four Memory Strategies and the Summary of Memory Strategies.\n\n\
+                   The Agent read the Comparison of Four Memory Strategies and the Summary of Memory Strategies. \
+                   Rules go into Skills, and Skills grow. A Skill is small; a skill is learned; old Skills fade.\n\n\
                    ![Comparison of Four Memory Strategies](fig.svg)"
                 .into(),
         };
@@ -498,6 +510,9 @@ mod tests {
         assert!(keep.contains(&"Prompt".to_string()), "{keep:?}");
         assert!(keep.contains(&"LLM".to_string()), "{keep:?}");
         assert!(!keep.contains(&"Figure".to_string()), "{keep:?}");
+        // Kept in the plural more often than not, named by the singular the book also uses.
+        assert!(keep.contains(&"Skill".to_string()), "{keep:?}");
+        assert!(!keep.contains(&"Skills".to_string()), "{keep:?}");
         assert!(
             !keep.contains(&"Tools".to_string()),
             "sentence start: {keep:?}"

@@ -24,5 +24,6 @@ mod run_report;
 pub mod sample_book;
 pub use glossary_stage::HouseTerms;
 mod scheduler;
+pub mod typography;
 
 pub use manager::{run, run_with_backend, Mode, ProgressMode, RunSummary, TranslateOptions};

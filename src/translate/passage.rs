@@ -6,6 +6,7 @@
 //! and as the last resort the one sentence kept in the source language and flagged. A
 //! unit therefore always ends with its structure intact.
 
+pub use super::typography::{non_latin_script, typeset};
 use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
@@ -22,14 +23,16 @@ pub type RequestFor<'a> = dyn Fn(&str, &[String], usize) -> Result<ChatRequest> 
 
 /// Generation parameters for translating `passage` into `target_lang`: `base` with the
 /// passage's constraint (for a target in a non-Latin script, Latin words only where the
-/// passage has names).
+/// passage has names), preferring the terms in `keep` (kept in the source language) where
+/// the passage uses them.
 pub fn constrained(
     base: &GenerationParams,
     passage: &str,
     target_lang: &str,
     max_new_tokens: usize,
+    keep: &[String],
 ) -> GenerationParams {
-    let mut c = PassageConstraint::new(passage);
+    let mut c = PassageConstraint::new(passage).keep_terms(keep);
     if non_latin_script(target_lang) {
         c = c.latin_names_only(passage);
     }
@@ -38,26 +41,6 @@ pub fn constrained(
         constraint: Some(Constraint::new(c)),
         ..base.clone()
     }
-}
-
-/// Typography of a translated line for `target_lang`: for Chinese, Japanese and Korean,
-/// the conventions of technical publishing (a space between CJK and Latin words or
-/// numbers, full-width punctuation in CJK sentences) by `autocorrect`. Applied to the
-/// model's text, where code and links are still placeholders, so they are never touched.
-pub fn typeset(target_lang: &str, line: &str) -> String {
-    if non_latin_script(target_lang) {
-        autocorrect::format(line)
-    } else {
-        line.to_string()
-    }
-}
-
-/// Whether a language is written in a non-Latin script (Chinese, Japanese, Korean).
-pub fn non_latin_script(lang: &str) -> bool {
-    let l = lang.to_ascii_lowercase();
-    ["zh", "ja", "ko"]
-        .iter()
-        .any(|p| l == *p || l.starts_with(&format!("{p}-")))
 }
 
 /// The most tokens one reply may have.
@@ -92,7 +75,6 @@ pub fn accept_unit(
         )]);
     }
     let reply = reply.text.as_str();
-    let target = ctx.target_lang.clone();
     // Lines are separated by blank lines; a single newline is tolerated the same way.
     let lines: Vec<&str> = reply
         .trim()
@@ -137,7 +119,7 @@ pub fn accept_unit(
     let mut restored = Vec::with_capacity(lines.len());
     let mut bad = Vec::new();
     for (seg, line) in skeleton.segments.iter().zip(&lines) {
-        match restore_segment(unit, seg, &typeset(&target, line)) {
+        match restore_segment(unit, seg, &typeset(ctx, line)) {
             Ok(t) => restored.push(t),
             Err(e) => bad.push(finding(
                 unit,
@@ -231,6 +213,18 @@ pub struct Fallback {
     pub calls: Vec<(String, Completion, &'static str)>,
     /// Sentences kept in the source language.
     pub kept_source: usize,
+    /// The model's text of the translation, one typeset line per segment with the
+    /// placeholders unrestored, when every sentence was translated (none kept in the
+    /// source language): what a chapter's opening gives as its worked example.
+    pub model_lines: Option<Vec<String>>,
+}
+
+/// A piece's accepted translation: restored (placeholders back) and as the model wrote it
+/// (typeset, placeholders as `{{n}}`).
+#[derive(Clone)]
+struct Piece {
+    restored: String,
+    model: String,
 }
 
 /// The fallback cascade for a unit whose whole-unit attempts failed: segments, then
@@ -257,11 +251,13 @@ pub fn fallback(
         )?
     };
     let mut translated = Vec::with_capacity(segs.len());
+    let mut model_lines = Vec::with_capacity(segs.len());
     let mut kept_source = 0;
     let mut notes = Vec::new();
     for (i, seg) in segs.iter().enumerate() {
         if let Ok(t) = &first[i] {
-            translated.push(t.clone());
+            translated.push(t.restored.clone());
+            model_lines.push(t.model.clone());
             continue;
         }
         let sentences = split_sentences(&seg.text);
@@ -298,9 +294,13 @@ pub fn fallback(
             }
         }
         let mut parts = Vec::with_capacity(sentences.len());
+        let mut model_parts = Vec::with_capacity(sentences.len());
         for (k, s) in sub.iter().enumerate() {
             match &second[k] {
-                Ok(t) => parts.push(t.clone()),
+                Ok(t) => {
+                    parts.push(t.restored.clone());
+                    model_parts.push(t.model.clone());
+                }
                 Err(_) => {
                     let kept = keep_source(&s.text);
                     let own = restore_segment(unit, s, &kept).unwrap_or(kept);
@@ -317,6 +317,7 @@ pub fn fallback(
             }
         }
         translated.push(join_sentences(&parts));
+        model_lines.push(join_sentences(&model_parts));
     }
     let text = skeleton.assemble(unit, &translated);
     let mut findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
@@ -335,6 +336,7 @@ pub fn fallback(
         text,
         findings,
         calls,
+        model_lines: (kept_source == 0).then_some(model_lines),
         kept_source,
     })
 }
@@ -353,7 +355,7 @@ fn translate_pieces(
     ctx: &CheckContext,
     what: &str,
     calls: &mut Vec<(String, Completion, &'static str)>,
-) -> Result<Vec<std::result::Result<String, Vec<String>>>> {
+) -> Result<Vec<std::result::Result<Piece, Vec<String>>>> {
     let reqs = texts
         .iter()
         .zip(findings)
@@ -373,17 +375,18 @@ fn translate_pieces(
     Ok(out)
 }
 
-/// A piece's reply restored, or what is wrong with it: a piece is one line with text (an
-/// empty reply or one of several lines is not its translation — a backend without the
-/// decode-time constraint can give both), not cut short, in step with its source, and
-/// without error findings.
+/// A piece's reply typeset and restored, or what is wrong with it: a piece is one line
+/// with text (an empty reply or one of several lines is not its translation — a backend
+/// without the decode-time constraint can give both), not cut short, in step with its
+/// source, and without error findings.
 fn judge_piece(
     unit: &Unit,
     seg: &Segment,
     reply: &Completion,
     ctx: &CheckContext,
-) -> std::result::Result<String, Vec<String>> {
-    let text = reply.text.trim();
+) -> std::result::Result<Piece, Vec<String>> {
+    let text = typeset(ctx, reply.text.trim());
+    let text = text.as_str();
     if text.is_empty() || text.contains('\n') {
         return Err(vec!["answer with exactly one line".to_string()]);
     }
@@ -404,7 +407,10 @@ fn judge_piece(
         .map(|f| format!("[{}] {} → {}", f.category, f.evidence, f.action))
         .collect();
     if errors.is_empty() {
-        Ok(restored)
+        Ok(Piece {
+            restored,
+            model: text.to_string(),
+        })
     } else {
         Err(errors)
     }
@@ -622,7 +628,7 @@ mod tests {
             Ok(ChatRequest {
                 messages: p.messages,
                 split: p.split,
-                params: constrained(&GenerationParams::default(), text, "zh-CN", max),
+                params: constrained(&GenerationParams::default(), text, "zh-CN", max, &[]),
             })
         };
         let keep = |text: &str| text.to_string();

@@ -381,7 +381,7 @@ impl Scheduler {
                         .trim()
                         .split('\n')
                         .filter(|l| !l.trim().is_empty())
-                        .map(|l| passage::typeset(&m.opts.target_lang, l))
+                        .map(|l| passage::typeset(&terms.ctx, l))
                         .collect::<Vec<_>>()
                         .join("\n"),
                 });
@@ -432,7 +432,17 @@ impl Scheduler {
                     .iter()
                     .filter(|f| f.severity == Severity::Error)
                     .count();
-                (n, fb.text, fb.findings, None)
+                // An opening finished piece by piece is still the chapter's worked example
+                // when every piece passed: its lines are the model's own translation.
+                let opening = self.openings[job.ci] == Some(job.ui);
+                let exchange = match (&fb.model_lines, n, opening) {
+                    (Some(lines), 0, true) => Some(Exchange {
+                        passage: terms.passage(&skeleton.model_text()),
+                        reply: lines.join("\n"),
+                    }),
+                    _ => None,
+                };
+                (n, fb.text, fb.findings, exchange)
             }
         };
         if self.openings[job.ci] == Some(job.ui) {
@@ -497,9 +507,16 @@ fn unit_request(
         example.map(|e| (e.passage.as_str(), e.reply.as_str())),
     )?;
     let max = max_new_tokens.unwrap_or_else(|| max_new_tokens_for(unit));
+    let keep: Vec<String> = terms
+        .glossary
+        .found_in(&unit.source)
+        .into_iter()
+        .filter(|e| e.keeps_source())
+        .map(|e| e.source)
+        .collect();
     Ok(ChatRequest {
         messages: p.messages,
         split: p.split,
-        params: passage::constrained(params, &passage, &opts.target_lang, max),
+        params: passage::constrained(params, &passage, &opts.target_lang, max, &keep),
     })
 }

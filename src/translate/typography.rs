@@ -1,0 +1,130 @@
+//! The typography of a translated line, applied to the model's text (code and links are
+//! still placeholders, so they are never touched).
+//!
+//! For Chinese, Japanese and Korean, the conventions of technical publishing:
+//! * spacing and punctuation by `autocorrect`: a space between CJK and Latin words or
+//!   numbers, full-width punctuation in CJK sentences;
+//! * terms kept in English are written in the singular, since these languages do not
+//!   inflect nouns: `Agents` → `Agent` for a kept term `Agent`, `LLMs` → `LLM` for any
+//!   acronym;
+//! * for Chinese, a chapter number in Chinese numerals: `第 2 章` → `第二章`, as Chinese
+//!   books write it.
+
+use crate::checks::CheckContext;
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// An acronym in the plural: `LLMs`, `APIs`, `GPUs`.
+static ACRONYM_PLURAL_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b([A-Z][A-Z0-9]+)s\b").expect("valid acronym regex"));
+
+/// A chapter number written with digits: `第 2 章`, `第12章`.
+static CHAPTER_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"第\s*([0-9]{1,2})\s*章").expect("valid chapter regex"));
+
+/// Whether a language is written in a non-Latin script (Chinese, Japanese, Korean).
+pub fn non_latin_script(lang: &str) -> bool {
+    let l = lang.to_ascii_lowercase();
+    ["zh", "ja", "ko"]
+        .iter()
+        .any(|p| l == *p || l.starts_with(&format!("{p}-")))
+}
+
+/// `line` typeset for `ctx`'s target language; the terms kept in the source language are
+/// `ctx`'s glossary entries that keep their source.
+pub fn typeset(ctx: &CheckContext, line: &str) -> String {
+    if !non_latin_script(&ctx.target_lang) {
+        return line.to_string();
+    }
+    let mut out = autocorrect::format(line);
+    for term in ctx.glossary.entries.iter().filter(|e| e.keeps_source()) {
+        out = singular(&out, &term.source);
+    }
+    out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
+    if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
+        out = CHAPTER_RE
+            .replace_all(&out, |c: &regex::Captures| {
+                let n: usize = c[1].parse().unwrap_or(0);
+                match chinese_number(n) {
+                    Some(z) => format!("第{z}章"),
+                    None => c[0].to_string(),
+                }
+            })
+            .into_owned();
+    }
+    out
+}
+
+/// `text` with the plural of the kept word `term` (`Agents`, `Boxes`) written as `term`.
+/// Multi-word terms and terms that are not plain words are left alone.
+fn singular(text: &str, term: &str) -> String {
+    if term.len() < 2 || !term.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return text.to_string();
+    }
+    let re = Regex::new(&format!(r"\b{}(?:s|es)\b", regex::escape(term))).expect("valid regex");
+    re.replace_all(text, regex::NoExpand(term)).into_owned()
+}
+
+/// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
+fn chinese_number(n: usize) -> Option<String> {
+    const DIGITS: [&str; 10] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九"];
+    match n {
+        1..=9 => Some(DIGITS[n].to_string()),
+        10..=19 => Some(format!("十{}", if n > 10 { DIGITS[n - 10] } else { "" })),
+        20..=99 => Some(format!(
+            "{}十{}",
+            DIGITS[n / 10],
+            if n.is_multiple_of(10) {
+                ""
+            } else {
+                DIGITS[n % 10]
+            }
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::glossary::{Glossary, GlossaryEntry};
+
+    fn ctx(lang: &str, keep: &[&str]) -> CheckContext {
+        let entries = keep
+            .iter()
+            .map(|t| GlossaryEntry::house(t, t))
+            .collect::<Vec<_>>();
+        CheckContext::new("en", lang).with_glossary(Glossary { entries })
+    }
+
+    #[test]
+    fn chinese_lines_are_spaced_singular_and_number_chapters_in_chinese() {
+        let c = ctx("zh-CN", &["Agent", "Skill"]);
+        assert_eq!(
+            typeset(&c, "第2章介绍了Agents和Skills，以及LLMs的APIs。"),
+            "第二章介绍了 Agent 和 Skill，以及 LLM 的 API。"
+        );
+        assert_eq!(
+            typeset(&c, "见第 12 章与第20章、第 100 章"),
+            "见第十二章与第二十章、第 100 章"
+        );
+        // Words that only end like a kept term, and plurals of words not kept, stay.
+        assert_eq!(
+            typeset(&c, "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"),
+            "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"
+        );
+        assert_eq!(chinese_number(10).as_deref(), Some("十"));
+        assert_eq!(chinese_number(31).as_deref(), Some("三十一"));
+        // Placeholders are never touched.
+        assert_eq!(typeset(&c, "运行{{1}}即可"), "运行{{1}}即可");
+    }
+
+    #[test]
+    fn latin_script_targets_are_left_alone() {
+        let c = ctx("de", &["Agent"]);
+        assert_eq!(
+            typeset(&c, "Die Agents im Kapitel 2"),
+            "Die Agents im Kapitel 2"
+        );
+    }
+}
