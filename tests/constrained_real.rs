@@ -168,7 +168,11 @@ fn kept_terms_are_kept_when_preferred_on_the_real_model() {
     let kept = run(&keep);
     eprintln!("plain: {:?}\nkept:  {:?}", plain.text, kept.text);
     let has_all = |t: &str| keep.iter().all(|k| t.contains(k.as_str()));
-    assert!(!has_all(&plain.text), "the model kept them anyway: {:?}", plain.text);
+    assert!(
+        !has_all(&plain.text),
+        "the model kept them anyway: {:?}",
+        plain.text
+    );
     assert!(has_all(&kept.text), "{:?}", kept.text);
     assert_eq!(kept.finish, quire::engine::generate::FinishReason::Eos);
     assert!(!kept.text.contains('\n'), "{:?}", kept.text);
