@@ -38,7 +38,7 @@ fn constrained_translation_keeps_structure_on_the_real_model() {
     for u in &units {
         let sk = Skeleton::of(u);
         let passage = sk.model_text();
-        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", 200, &[]);
+        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", 200);
         jobs.push((u.clone(), sk, passage, params));
     }
     let mut singles = Vec::new();
@@ -148,32 +148,4 @@ fn a_model_that_would_end_is_steered_to_what_the_text_owes() {
         "{:?}",
         gen.text
     );
-}
-
-/// Kept terms (`TextConstraint::preferred`): the 0.5B translates `Skills` and `Rubric` into
-/// Chinese when it is only told to keep them; with the terms preferred where the line uses
-/// them, the same prompt keeps every one, and the line ends once they are written.
-#[test]
-fn kept_terms_are_kept_when_preferred_on_the_real_model() {
-    let e = qwen();
-    let passage = "Store the rules in Skills and score each reply with a Rubric before release.";
-    let keep = ["Skill".to_string(), "Rubric".to_string()];
-    let run = |keep: &[String]| {
-        let params = constrained(&GenerationParams::default(), passage, "zh-CN", 96, keep);
-        let mut cache = e.new_cache().unwrap();
-        e.generate(&mut cache, &prompt(e, passage), &params, &mut |_| {})
-            .unwrap()
-    };
-    let plain = run(&[]);
-    let kept = run(&keep);
-    eprintln!("plain: {:?}\nkept:  {:?}", plain.text, kept.text);
-    let has_all = |t: &str| keep.iter().all(|k| t.contains(k.as_str()));
-    assert!(
-        !has_all(&plain.text),
-        "the model kept them anyway: {:?}",
-        plain.text
-    );
-    assert!(has_all(&kept.text), "{:?}", kept.text);
-    assert_eq!(kept.finish, quire::engine::generate::FinishReason::Eos);
-    assert!(!kept.text.contains('\n'), "{:?}", kept.text);
 }

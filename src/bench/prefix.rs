@@ -446,7 +446,6 @@ impl SharedPrefix {
                 &passage,
                 TARGET_LANG,
                 passage::max_new_tokens(part),
-                &[],
             ),
         })
     }

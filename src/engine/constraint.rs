@@ -15,12 +15,6 @@ use std::sync::Arc;
 /// Candidates checked one by one before the rest of the vocabulary is sorted.
 pub const LAZY_TRIES: usize = 64;
 
-/// Logit added to the tokens that begin a [`TextConstraint::preferred`] word: the term
-/// wins where its probability is within a factor e⁸ ≈ 3,000 of the model's first choice
-/// (where a translation of the term would go, the 0.5B puts `Skill` 6–8 below `技能`;
-/// elsewhere a term is far further below).
-pub const PREFER_BIAS: f32 = 8.0;
-
 /// What a sequence may generate.
 pub trait TextConstraint: Send + Sync {
     /// Whether a token whose bytes are `next` may follow `text` (everything generated so far).
@@ -34,13 +28,6 @@ pub trait TextConstraint: Send + Sync {
     /// nothing owed.
     fn owed(&self, _text: &[u8]) -> Option<Vec<u8>> {
         None
-    }
-    /// Words the text should write where it stands and has not yet (terms its source line
-    /// keeps in the source language, such as `Agent`): at a word boundary, the tokens that
-    /// begin one get [`PREFER_BIAS`] added to their logits, so where the model hesitates
-    /// between the term and a translation of it, it keeps the term. Empty: nothing preferred.
-    fn preferred(&self, _text: &[u8]) -> Vec<Vec<u8>> {
-        Vec::new()
     }
     /// A JSON description from which a server can rebuild this constraint (so that a
     /// request sent to `quire serve` is decoded under the same rule); `None` when it cannot

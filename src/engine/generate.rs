@@ -1,7 +1,7 @@
 //! The generation loop: reuse what the KV cache already holds of the prompt, prefill the
 //! rest, then decode one token at a time until EOS, a stop string, or the token limit.
 
-use super::constraint::{Constraint, PREFER_BIAS};
+use super::constraint::Constraint;
 use super::kv_cache::KvCache;
 use super::sampling::{Sampler, SamplingParams};
 use super::tokenizer::TokenStream;
@@ -97,24 +97,6 @@ pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// Add [`PREFER_BIAS`] to the logits of the tokens that begin one of `words` (a token's
-/// bytes, after at most one leading space, are a prefix of the word: at least two bytes of
-/// it, or all of a shorter one), when `text` stands at a word boundary.
-fn prefer(logits: &mut [f32], pieces: &[Vec<u8>], text: &[u8], words: &[Vec<u8>]) {
-    if words.is_empty() || text.last().is_some_and(|b| b.is_ascii_alphanumeric()) {
-        return;
-    }
-    for (logit, piece) in logits.iter_mut().zip(pieces) {
-        let b = piece.strip_prefix(b" ").unwrap_or(piece);
-        if words
-            .iter()
-            .any(|w| !b.is_empty() && b.len() >= w.len().min(2) && w.starts_with(b))
-        {
-            *logit += PREFER_BIAS;
-        }
-    }
-}
-
 /// One sequence being decoded: sampling, stop detection and streaming text, fed one
 /// position's logits at a time (by [`Engine::generate`] alone, or by
 /// [`Engine::generate_batch`] together with other sequences).
@@ -187,7 +169,6 @@ impl<'a> Decoding<'a> {
                             .is_some_and(|b| !b.is_empty() && c.0.allows(text, b))
                     }
                 };
-                prefer(&mut logits, pieces, text, &c.0.preferred(text));
                 // The model would end here (or end its line) and may not: steer it to what
                 // the text owes, if the constraint says, until that is written.
                 let fresh = self.steer.is_empty();
@@ -542,28 +523,5 @@ impl Engine {
             })?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_that_begin_a_preferred_word_get_the_bias_at_word_boundaries() {
-        let pieces: Vec<Vec<u8>> = ["Agent", " Ag", "A", "技能", " Agents", "gent", ""]
-            .iter()
-            .map(|p| p.as_bytes().to_vec())
-            .collect();
-        let words = vec![b"Agent".to_vec()];
-        let mut logits = vec![0.0f32; pieces.len()];
-        prefer(&mut logits, &pieces, "调用".as_bytes(), &words);
-        // "Agent" and " Ag" begin the word; "A" is too short a piece of it, " Agents" is
-        // longer than it, "gent" does not begin it.
-        assert_eq!(logits, [PREFER_BIAS, PREFER_BIAS, 0.0, 0.0, 0.0, 0.0, 0.0]);
-        // Inside a Latin word, nothing is preferred.
-        let mut inside = vec![0.0f32; pieces.len()];
-        prefer(&mut inside, &pieces, b"Sub", &words);
-        assert!(inside.iter().all(|&l| l == 0.0));
     }
 }

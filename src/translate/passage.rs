@@ -23,16 +23,14 @@ pub type RequestFor<'a> = dyn Fn(&str, &[String], usize) -> Result<ChatRequest> 
 
 /// Generation parameters for translating `passage` into `target_lang`: `base` with the
 /// passage's constraint (for a target in a non-Latin script, Latin words only where the
-/// passage has names), preferring the terms in `keep` (kept in the source language) where
-/// the passage uses them.
+/// passage has names).
 pub fn constrained(
     base: &GenerationParams,
     passage: &str,
     target_lang: &str,
     max_new_tokens: usize,
-    keep: &[String],
 ) -> GenerationParams {
-    let mut c = PassageConstraint::new(passage).keep_terms(keep);
+    let mut c = PassageConstraint::new(passage);
     if non_latin_script(target_lang) {
         c = c.latin_names_only(passage);
     }
@@ -628,7 +626,7 @@ mod tests {
             Ok(ChatRequest {
                 messages: p.messages,
                 split: p.split,
-                params: constrained(&GenerationParams::default(), text, "zh-CN", max, &[]),
+                params: constrained(&GenerationParams::default(), text, "zh-CN", max),
             })
         };
         let keep = |text: &str| text.to_string();

@@ -507,16 +507,9 @@ fn unit_request(
         example.map(|e| (e.passage.as_str(), e.reply.as_str())),
     )?;
     let max = max_new_tokens.unwrap_or_else(|| max_new_tokens_for(unit));
-    let keep: Vec<String> = terms
-        .glossary
-        .found_in(&unit.source)
-        .into_iter()
-        .filter(|e| e.keeps_source())
-        .map(|e| e.source)
-        .collect();
     Ok(ChatRequest {
         messages: p.messages,
         split: p.split,
-        params: passage::constrained(params, &passage, &opts.target_lang, max, &keep),
+        params: passage::constrained(params, &passage, &opts.target_lang, max),
     })
 }

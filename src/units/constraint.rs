@@ -73,10 +73,6 @@ pub struct PassageConstraint {
     digits: Vec<Vec<Vec<u8>>>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
-    /// Terms kept in the source language ([`Self::keep_terms`]).
-    kept: Vec<String>,
-    /// For each line of the passage, the kept terms it uses and how often.
-    keep: Vec<Vec<(String, usize)>>,
 }
 
 impl PassageConstraint {
@@ -112,28 +108,7 @@ impl PassageConstraint {
                 .replace_all(passage, "")
                 .contains("{{"),
             latin: None,
-            kept: Vec::new(),
-            keep: Vec::new(),
         }
-    }
-
-    /// Terms kept in the source language (`Agent`, `Rubric`): where a line of the passage
-    /// uses one (or its plural) as a whole word, the translation of that line prefers it
-    /// ([`TextConstraint::preferred`]) until it has written it as often.
-    pub fn keep_terms(mut self, terms: &[String]) -> Self {
-        let passage = String::from_utf8_lossy(&self.passage).into_owned();
-        self.keep = passage
-            .split('\n')
-            .map(|line| {
-                terms
-                    .iter()
-                    .map(|t| (t.clone(), word_count(line.as_bytes(), t.as_bytes())))
-                    .filter(|&(_, n)| n > 0)
-                    .collect()
-            })
-            .collect();
-        self.kept = terms.to_vec();
-        self
     }
 
     /// For a target language in a non-Latin script (Chinese, Japanese, Korean): a Latin
@@ -179,19 +154,11 @@ impl PassageConstraint {
             return None;
         }
         let passage = spec.get("passage")?.as_str()?;
-        let mut c = Self::new(passage);
-        if spec.get("latin_names_only")?.as_bool()? {
-            c = c.latin_names_only(passage);
+        let c = Self::new(passage);
+        match spec.get("latin_names_only")?.as_bool()? {
+            true => Some(c.latin_names_only(passage)),
+            false => Some(c),
         }
-        let kept: Option<Vec<String>> = match spec.get("keep_terms") {
-            None => Some(Vec::new()),
-            Some(v) => v
-                .as_array()?
-                .iter()
-                .map(|t| t.as_str().map(str::to_string))
-                .collect(),
-        };
-        Some(c.keep_terms(&kept?))
     }
 
     /// Every Latin word of `text` is allowed; the last one, when it may still grow, begins
@@ -417,55 +384,14 @@ impl TextConstraint for PassageConstraint {
         (!bold.is_multiple_of(2)).then(|| b"**".to_vec())
     }
 
-    /// The kept terms the current line uses fewer times than its source line.
-    fn preferred(&self, text: &[u8]) -> Vec<Vec<u8>> {
-        let line_no = text.iter().filter(|&&b| b == b'\n').count();
-        let line = &text[text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)..];
-        self.keep
-            .get(line_no)
-            .into_iter()
-            .flatten()
-            .filter(|(t, n)| word_count(line, t.as_bytes()) < *n)
-            .map(|(t, _)| t.as_bytes().to_vec())
-            .collect()
-    }
-
-    /// The passage, whether Latin words are limited to its names, and the kept terms: all
-    /// a server needs.
+    /// The passage and whether Latin words are limited to its names: all a server needs.
     fn spec(&self) -> Option<serde_json::Value> {
         Some(serde_json::json!({
             "kind": SPEC_KIND,
             "passage": std::str::from_utf8(&self.passage).ok()?,
             "latin_names_only": self.latin.is_some(),
-            "keep_terms": self.kept,
         }))
     }
-}
-
-/// Occurrences of `word` in `text` as a whole word (ASCII letters and digits do not touch
-/// it on either side), its plural (`s`, `es`) included.
-fn word_count(text: &[u8], word: &[u8]) -> usize {
-    if word.is_empty() {
-        return 0;
-    }
-    let alnum = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
-    let mut n = 0;
-    let mut i = 0;
-    while let Some(off) = find(&text[i..], word) {
-        let start = i + off;
-        let mut end = start + word.len();
-        for suffix in [&b"es"[..], b"s"] {
-            if text[end..].starts_with(suffix) && !alnum(text.get(end + suffix.len())) {
-                end += suffix.len();
-                break;
-            }
-        }
-        if !alnum(start.checked_sub(1).and_then(|p| text.get(p))) && !alnum(text.get(end)) {
-            n += 1;
-        }
-        i = start + word.len();
-    }
-    n
 }
 
 /// The `kind` of a passage constraint's description.
@@ -743,38 +669,6 @@ mod tests {
         assert_eq!(c.owed(second.as_bytes()), None);
         let open = "正如 {{1}} 所说{{2}}。\n{{3}} 是**关键";
         assert_eq!(c.owed(open.as_bytes()), Some(b"**".to_vec()));
-    }
-
-    #[test]
-    fn kept_terms_are_preferred_until_written_as_often_as_the_source_line_has_them() {
-        let terms = vec![
-            "Agent".to_string(),
-            "Skill".to_string(),
-            "Rubric".to_string(),
-        ];
-        let c = PassageConstraint::new("Agents load Skills; an Agent grades.\nNo terms here.")
-            .keep_terms(&terms);
-        let words = |t: &str| -> Vec<String> {
-            c.preferred(t.as_bytes())
-                .into_iter()
-                .map(|w| String::from_utf8(w).unwrap())
-                .collect()
-        };
-        assert_eq!(words(""), ["Agent", "Skill"], "Rubric is not on the line");
-        assert_eq!(words("Agent 加载 Skill"), ["Agent"], "one Agent of two");
-        assert_eq!(words("Agent 加载 Skills；Agent 评分"), Vec::<String>::new());
-        assert_eq!(
-            words("Agent 加载 Skill；Agent 评分。\n"),
-            Vec::<String>::new()
-        );
-        // Whole words only, plurals included.
-        assert_eq!(word_count(b"SubAgent Agents Agentic Agent", b"Agent"), 2);
-        assert_eq!(word_count(b"", b"Agent"), 0);
-        assert_eq!(word_count(b"Agent", b""), 0);
-        // The terms travel to a server with the passage.
-        let spec = c.spec().unwrap();
-        let back = PassageConstraint::from_spec(&spec).unwrap();
-        assert_eq!(back.preferred(b""), c.preferred(b""));
     }
 
     #[test]
