@@ -134,6 +134,9 @@ impl ChatBackend for StandIn {
             busy_seconds: 0.0,
             ttft_seconds: 0.0,
             finish,
+            decode_seconds: 0.0,
+            draft_proposed: 0,
+            draft_accepted: 0,
         })
     }
     fn count_tokens(&self, text: &str) -> anyhow::Result<usize> {

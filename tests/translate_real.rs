@@ -287,6 +287,33 @@ fn translate_rerun_resume_and_lock() {
         .iter()
         .all(|c| c.busy_seconds == c.latency_seconds || c.agent != "translate"));
 
+    // 7b. Speculative decoding (the 0.5B drafting for itself here) writes the same book,
+    // and run.json reports the draft's guesses per call; a draft with another tokenizer is
+    // refused before anything is written.
+    let f = tmp.path().join("f");
+    let st = translate_cmd(&f, &cache)
+        .args(["--batch", "1", "--draft", common::QWEN])
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|x| x == 0 || x == 1));
+    assert_eq!(read_book(&f), book, "--draft output differs");
+    let drafted = run_report(&f);
+    assert!(drafted.totals.draft_proposed > 0, "{:#?}", drafted.totals);
+    assert!(drafted.totals.draft_accepted > 0, "{:#?}", drafted.totals);
+    assert!(drafted
+        .calls
+        .iter()
+        .any(|c| c.draft_acceptance.is_some() && c.decode_tokens_per_second > 0.0));
+    let g = tmp.path().join("g");
+    let out = translate_cmd(&g, &cache)
+        .args(["--draft", common::SMOL])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("different vocabulary"), "{err}");
+    assert!(!g.join("book").exists(), "nothing written");
+
     // 8. A second run on a directory that is in use is refused.
     let lock = std::fs::File::open(&b).unwrap();
     lock.try_lock().unwrap();

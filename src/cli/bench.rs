@@ -172,6 +172,19 @@ pub struct EngineArgs {
     /// whole benchmark).
     #[arg(long)]
     pub in_process: bool,
+    /// Measure speculative decoding instead: translation paragraphs decoded by the model
+    /// alone, with this draft model (a .gguf path or known name) guessing every round, and
+    /// with the draft behind its pace guard; JSON keys `draft_speedup`, `draft_acceptance`,
+    /// `draft_identical`.
+    #[arg(long)]
+    pub draft: Option<String>,
+    /// With --draft: a Markdown file whose prose paragraphs are translated (default: the
+    /// bundled sample book).
+    #[arg(long, requires = "draft")]
+    pub draft_text: Option<PathBuf>,
+    /// With --draft: paragraphs to translate.
+    #[arg(long, default_value_t = 4, requires = "draft")]
+    pub draft_paragraphs: usize,
     /// Internal: run Quire's measurements on these token ids and print JSON.
     #[arg(long, hide = true)]
     pub worker_ids: Option<PathBuf>,
@@ -312,6 +325,22 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
     let model =
         crate::model_store::resolve_model(Some(&a.model), true, a.json || a.worker_ids.is_some())?;
+    if let Some(draft) = &a.draft {
+        let report = crate::bench::draft::run(&crate::bench::draft::DraftBenchOptions {
+            model,
+            draft: crate::model_store::resolve_model(Some(draft), true, a.json)?,
+            text: a.draft_text,
+            paragraphs: a.draft_paragraphs.max(1),
+            tokens: a.decode_tokens,
+            threads,
+        })?;
+        return emit(
+            &report,
+            a.json,
+            a.json_file.as_deref(),
+            crate::bench::draft::render_text,
+        );
+    }
     if let Some(ids_file) = &a.worker_ids {
         sys::use_threads(threads);
         let ids: Vec<u32> = serde_json::from_slice(

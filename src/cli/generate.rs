@@ -1,6 +1,6 @@
 //! `quire generate`: one chat turn, streamed to stdout, statistics to stderr.
 
-use super::ModelArgs;
+use super::{DraftArgs, ModelArgs};
 use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::sampling::SamplingParams;
@@ -13,6 +13,9 @@ pub struct GenerateArgs {
     /// The model, device and chat template (`--model`, `--device`, `--chat-template`).
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Speculative decoding (`--draft`).
+    #[command(flatten)]
+    pub draft: DraftArgs,
     /// The user message.
     #[arg(long, short)]
     pub prompt: String,
@@ -48,6 +51,7 @@ pub struct GenerateArgs {
 /// Run `quire generate`.
 pub fn run(args: GenerateArgs) -> Result<i32> {
     let engine = args.model.load(false)?;
+    let mut draft = args.draft.load(&engine)?;
     let prompt_text = if args.raw {
         args.prompt.clone()
     } else {
@@ -74,11 +78,15 @@ pub fn run(args: GenerateArgs) -> Result<i32> {
     };
     let mut cache = engine.new_cache()?;
     let stdout = std::io::stdout();
-    let gen = engine.generate(&mut cache, &tokens, &params, &mut |piece| {
+    let mut print = |piece: &str| {
         let mut out = stdout.lock();
         let _ = out.write_all(piece.as_bytes());
         let _ = out.flush();
-    })?;
+    };
+    let gen = match draft.as_mut() {
+        Some(d) => engine.generate_speculative(&mut cache, &tokens, &params, d, 0, &mut print)?,
+        None => engine.generate(&mut cache, &tokens, &params, &mut print)?,
+    };
     println!();
     eprintln!(
         "model {} | load {:.2}s | prompt {} tokens, prefill {:.2}s ({:.1} tok/s) | {} new tokens, decode {:.1} tok/s | finish: {:?}",
@@ -91,5 +99,14 @@ pub fn run(args: GenerateArgs) -> Result<i32> {
         gen.decode_tokens_per_second(),
         gen.finish
     );
+    if let Some(d) = &draft {
+        eprintln!(
+            "draft {} | {} tokens proposed, {} accepted ({:.0}%)",
+            d.engine.path.display(),
+            gen.draft_proposed,
+            gen.draft_accepted,
+            100.0 * gen.draft_accepted as f64 / gen.draft_proposed.max(1) as f64
+        );
+    }
     Ok(0)
 }

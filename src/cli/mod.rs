@@ -56,6 +56,27 @@ pub struct ModelArgs {
     pub chat_template: Option<String>,
 }
 
+/// The model that drafts for speculative decoding (`--draft`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DraftArgs {
+    /// A small model with the same tokenizer that guesses tokens for the model to verify
+    /// (speculative decoding; the output is unchanged): a .gguf path or known model name,
+    /// `auto` (qwen2.5-coder-0.5b-instruct-q4_k_m for the 1.5B when it is downloaded) or
+    /// `none`.
+    #[arg(long, default_value = "none")]
+    pub draft: String,
+}
+
+impl DraftArgs {
+    /// Load the draft for `target` (none for `none`, or for `auto` without a known,
+    /// downloaded draft); a draft whose tokenizer differs from the target's is an error.
+    pub fn load(&self, target: &Engine) -> Result<Option<crate::engine::speculative::Draft>> {
+        crate::model_store::resolve_draft(&self.draft, &target.path, false)?
+            .map(|path| crate::engine::speculative::Draft::load(&path, target))
+            .transpose()
+    }
+}
+
 impl ModelArgs {
     /// Resolve the model path (fetching a known model if needed).
     pub fn resolve(&self, quiet: bool) -> Result<PathBuf> {

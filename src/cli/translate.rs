@@ -63,6 +63,11 @@ pub struct TranslateArgs {
     /// Chat template override (name from chat-templates/ or a file).
     #[arg(long)]
     pub chat_template: Option<String>,
+    /// Speculative decoding (local backend): a draft model with the same tokenizer (a
+    /// .gguf path or known name), `auto` (the 0.5B for the 1.5B when downloaded) or `none`.
+    /// The book is byte-identical either way; calls decoded in a batch decode without it.
+    #[arg(long, default_value = "none")]
+    pub draft: String,
     /// Token budget per translation unit.
     #[arg(long, default_value_t = 300)]
     pub unit_tokens: usize,
@@ -251,6 +256,7 @@ impl TranslateArgs {
             }),
             revisions: args.revisions,
             house_terms: args.house_terms,
+            draft: args.draft,
         })
     }
 }

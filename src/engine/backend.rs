@@ -8,6 +8,7 @@ use super::kernels::SMALL_BATCH;
 use super::kv_cache::KvCache;
 use super::prefix_cache::disk::DiskPrefixCache;
 use super::prefix_cache::PrefixStore;
+use super::speculative::Draft;
 use super::Engine;
 use crate::engine::chat_template::Message;
 use crate::engine::stable_prefix::{split_prompt, SplitPoint};
@@ -47,6 +48,12 @@ pub struct Completion {
     pub ttft_seconds: f64,
     /// Why generation ended.
     pub finish: FinishReason,
+    /// Seconds spent decoding after the first token (0 where unknown).
+    pub decode_seconds: f64,
+    /// Tokens a draft model proposed (speculative decoding; 0 without).
+    pub draft_proposed: usize,
+    /// Proposed tokens the model kept.
+    pub draft_accepted: usize,
 }
 
 /// What agents need from a model.
@@ -85,6 +92,9 @@ pub struct LocalBackend {
     pub store: PrefixStore,
     /// On-disk prefix entries.
     pub disk: Option<DiskPrefixCache>,
+    /// A draft model for speculative decoding of single calls (same output, fewer forward
+    /// passes of the engine when it guesses well).
+    pub draft: Option<Draft>,
 }
 
 impl LocalBackend {
@@ -99,7 +109,15 @@ impl LocalBackend {
             store: PrefixStore::new(salt, memory_budget),
             engine,
             disk,
+            draft: None,
         })
+    }
+
+    /// Decode single calls speculatively with `draft` (none: plainly). Batched calls decode
+    /// plainly: their rows already share each read of the weights.
+    pub fn with_draft(mut self, draft: Option<Draft>) -> Self {
+        self.draft = draft;
+        self
     }
 }
 
@@ -111,6 +129,8 @@ pub struct Prepared {
     pub cache: KvCache,
     /// Prompt tokens the cache already holds.
     pub hit: usize,
+    /// Length of the prompt's stable (cacheable) prefix.
+    pub stable: usize,
     /// Where they came from: "memory", "disk" or "none".
     pub source: &'static str,
 }
@@ -129,6 +149,9 @@ impl Prepared {
             busy_seconds: busy,
             ttft_seconds: wall - gen.decode_seconds,
             finish: gen.finish,
+            decode_seconds: gen.decode_seconds,
+            draft_proposed: gen.draft_proposed,
+            draft_accepted: gen.draft_accepted,
         }
     }
 }
@@ -195,6 +218,7 @@ pub fn prepare(
         tokens,
         cache,
         hit,
+        stable,
         source,
     })
 }
@@ -214,9 +238,19 @@ impl ChatBackend for LocalBackend {
     fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
         let start = Instant::now();
         let mut p = self.prepare(req)?;
-        let gen = self
-            .engine
-            .generate(&mut p.cache, &p.tokens, &req.params, &mut |_| {})?;
+        let gen = match self.draft.as_mut() {
+            Some(d) => self.engine.generate_speculative(
+                &mut p.cache,
+                &p.tokens,
+                &req.params,
+                d,
+                p.stable,
+                &mut |_| {},
+            )?,
+            None => self
+                .engine
+                .generate(&mut p.cache, &p.tokens, &req.params, &mut |_| {})?,
+        };
         let wall = start.elapsed().as_secs_f64();
         Ok(p.completion(gen, wall, wall))
     }

@@ -70,6 +70,10 @@ pub struct Generation {
     pub decode_seconds: f64,
     /// Why it ended.
     pub finish: FinishReason,
+    /// Tokens a draft model proposed (0 without speculative decoding).
+    pub draft_proposed: usize,
+    /// Proposed tokens the model accepted (each one a decode step saved).
+    pub draft_accepted: usize,
 }
 
 impl Generation {
@@ -100,10 +104,12 @@ pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 /// One sequence being decoded: sampling, stop detection and streaming text, fed one
 /// position's logits at a time (by [`Engine::generate`] alone, or by
 /// [`Engine::generate_batch`] together with other sequences).
-struct Decoding<'a> {
+pub(super) struct Decoding<'a> {
     sampler: Sampler,
-    history: Vec<u32>,
-    tokens: Vec<u32>,
+    /// The prompt and the tokens generated so far.
+    pub(super) history: Vec<u32>,
+    /// The tokens generated so far.
+    pub(super) tokens: Vec<u32>,
     /// The bytes generated so far (what a constraint judges).
     bytes: Vec<u8>,
     stream: TokenStream<'a>,
@@ -117,7 +123,7 @@ struct Decoding<'a> {
 }
 
 impl<'a> Decoding<'a> {
-    fn new(engine: &'a Engine, prompt: &[u32], params: &GenerationParams) -> Self {
+    pub(super) fn new(engine: &'a Engine, prompt: &[u32], params: &GenerationParams) -> Self {
         Self {
             sampler: Sampler::new(params.sampling.clone()),
             history: prompt.to_vec(),
@@ -141,7 +147,7 @@ impl<'a> Decoding<'a> {
     /// Take the logits of the last position; return the token to feed next, or `None`
     /// when the sequence has ended (`self.finish` says why). `cache_len`: positions the
     /// sequence's cache holds.
-    fn step(
+    pub(super) fn step(
         &mut self,
         engine: &Engine,
         params: &GenerationParams,
@@ -273,7 +279,10 @@ impl<'a> Decoding<'a> {
     }
 
     /// Flush the text and report.
-    fn end(mut self, on_text: &mut dyn FnMut(&str)) -> Result<(String, Vec<u32>, FinishReason)> {
+    pub(super) fn end(
+        mut self,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<(String, Vec<u32>, FinishReason)> {
         let finish = self.finish.unwrap_or(FinishReason::Length);
         if finish != FinishReason::Stop {
             if let Some(rest) = self.stream.finish()? {
@@ -291,7 +300,11 @@ impl Engine {
     /// Prefill what `cache` lacks of `prompt` (its longest common prefix with the prompt is
     /// reused; anything after it is dropped); returns the logits, the reused length and the
     /// seconds taken.
-    fn prefill_prompt(&self, cache: &mut KvCache, prompt: &[u32]) -> Result<(Tensor, usize, f64)> {
+    pub(super) fn prefill_prompt(
+        &self,
+        cache: &mut KvCache,
+        prompt: &[u32],
+    ) -> Result<(Tensor, usize, f64)> {
         anyhow::ensure!(!prompt.is_empty(), "empty prompt");
         // At least one prompt token must be computed to get logits.
         let reuse = common_prefix(cache.tokens(), prompt).min(prompt.len() - 1);
@@ -327,6 +340,8 @@ impl Engine {
             decode_seconds: decode_start.elapsed().as_secs_f64(),
             finish,
             tokens,
+            draft_proposed: 0,
+            draft_accepted: 0,
         })
     }
 
@@ -394,6 +409,8 @@ impl Engine {
                     prefill_seconds,
                     decode_seconds,
                     finish,
+                    draft_proposed: 0,
+                    draft_accepted: 0,
                 })
             })
             .collect()
@@ -460,6 +477,8 @@ impl ActiveSequence<'_> {
             prefill_seconds: self.prefill_seconds,
             decode_seconds: self.decode_start.elapsed().as_secs_f64(),
             finish,
+            draft_proposed: 0,
+            draft_accepted: 0,
         };
         Ok((generation, rest))
     }

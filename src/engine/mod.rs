@@ -14,6 +14,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod prefix_cache;
 pub mod sampling;
+pub mod speculative;
 pub mod stable_prefix;
 pub mod threads;
 pub mod tokenizer;

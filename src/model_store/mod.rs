@@ -7,6 +7,6 @@ pub mod resolve;
 
 pub use fetch::{fetch_model, models_dir};
 pub use manifest::{Manifest, ModelEntry};
-pub use resolve::resolve_model;
+pub use resolve::{resolve_draft, resolve_model, AUTO_DRAFTS};
 
 pub use crate::util::content_hash;

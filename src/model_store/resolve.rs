@@ -50,6 +50,30 @@ pub fn resolve_model(spec: Option<&str>, fetch: bool, quiet: bool) -> Result<Pat
     )
 }
 
+/// The draft that `--draft auto` picks for a target model, by manifest name: the 0.5B of
+/// the same family (same tokenizer) for the default 1.5B.
+pub const AUTO_DRAFTS: &[(&str, &str)] = &[(
+    "qwen2.5-coder-1.5b-instruct-q4_k_m",
+    "qwen2.5-coder-0.5b-instruct-q4_k_m",
+)];
+
+/// The draft model file `--draft` names for the target at `target`: `None` for `none`, and
+/// for `auto` when the target has no known draft or it is not downloaded; any other value is
+/// resolved like `--model` (fetched on first use).
+pub fn resolve_draft(spec: &str, target: &Path, quiet: bool) -> Result<Option<PathBuf>> {
+    match spec {
+        "none" => Ok(None),
+        "auto" => {
+            let stem = target.file_stem().map(|s| s.to_string_lossy());
+            Ok(AUTO_DRAFTS
+                .iter()
+                .find(|(t, _)| stem.as_deref() == Some(*t))
+                .and_then(|(_, d)| resolve_model(Some(d), false, true).ok()))
+        }
+        given => resolve_model(Some(given), true, quiet).map(Some),
+    }
+}
+
 /// `owner/repo[:file]` through hf-hub (respects `HF_HUB_OFFLINE`: only the local cache).
 fn resolve_hf(spec: &str) -> Result<PathBuf> {
     let (repo, file) = match spec.split_once(':') {

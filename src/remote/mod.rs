@@ -243,6 +243,9 @@ impl RemoteBackend {
             busy_seconds: busy,
             ttft_seconds: wall,
             finish: reply.finish,
+            decode_seconds: 0.0,
+            draft_proposed: 0,
+            draft_accepted: 0,
         })
     }
 

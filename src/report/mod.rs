@@ -59,6 +59,18 @@ pub struct CallRecord {
     pub model: String,
     /// Device.
     pub device: String,
+    /// Generated tokens per second of decoding (first token excluded; 0 where unknown).
+    #[serde(default)]
+    pub decode_tokens_per_second: f64,
+    /// Tokens a draft model proposed (speculative decoding; 0 without).
+    #[serde(default)]
+    pub draft_proposed: usize,
+    /// Proposed tokens the model kept.
+    #[serde(default)]
+    pub draft_accepted: usize,
+    /// `draft_accepted ÷ draft_proposed`; absent without a draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_acceptance: Option<f64>,
 }
 
 /// The totals of `run.json`.
@@ -88,6 +100,12 @@ pub struct RunTotals {
     pub orchestrated_context_peak_tokens: usize,
     /// Prefix-cache hits and misses.
     pub prefix_cache: PrefixStats,
+    /// The draft model's guesses over all calls (speculative decoding; 0 without).
+    #[serde(default)]
+    pub draft_proposed: usize,
+    /// Guesses the model kept.
+    #[serde(default)]
+    pub draft_accepted: usize,
 }
 
 /// `proofreading_report.json`: what the deterministic checks and the model review found.

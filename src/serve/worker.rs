@@ -68,6 +68,7 @@ pub fn run(backend: LocalBackend, jobs: Receiver<Job>, max_batch: usize) {
         engine,
         mut store,
         disk,
+        draft: _,
     } = backend;
     let mut stores = Stores {
         engine: &engine,

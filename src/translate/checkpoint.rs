@@ -67,6 +67,15 @@ pub struct TrackerCall {
     /// Engine seconds attributable to the call (batched calls share their wall time).
     #[serde(default)]
     pub busy_seconds: f64,
+    /// Seconds decoding after the first token.
+    #[serde(default)]
+    pub decode_seconds: f64,
+    /// Tokens a draft model proposed (speculative decoding).
+    #[serde(default)]
+    pub draft_proposed: usize,
+    /// Proposed tokens the model kept.
+    #[serde(default)]
+    pub draft_accepted: usize,
 }
 
 /// Per-unit metadata.

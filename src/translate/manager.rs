@@ -86,6 +86,9 @@ pub struct TranslateOptions {
     pub revisions: usize,
     /// How house terms reach the model.
     pub house_terms: super::glossary_stage::HouseTerms,
+    /// Draft model for speculative decoding: a model spec, `auto` or `none` (the book is
+    /// the same either way).
+    pub draft: String,
 }
 
 /// A unit's finished translation, stored in the translation memory.
@@ -188,6 +191,9 @@ impl Manager<'_> {
                 device: self.device.clone(),
                 ttft_seconds: c.ttft_seconds,
                 busy_seconds: c.busy_seconds,
+                decode_seconds: c.decode_seconds,
+                draft_proposed: c.draft_proposed,
+                draft_accepted: c.draft_accepted,
             });
         self.event(
             json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
@@ -504,7 +510,11 @@ fn load_model(
         .prefix_cache_dir
         .as_ref()
         .map(|d| DiskPrefixCache::new(d, 4 << 30));
-    let backend = LocalBackend::new(engine, 2 << 30, disk)?;
+    let quiet = opts.progress != ProgressMode::Bar;
+    let draft = crate::model_store::resolve_draft(&opts.draft, &model_path, quiet)?
+        .map(|path| crate::engine::speculative::Draft::load(&path, &engine))
+        .transpose()?;
+    let backend = LocalBackend::new(engine, 2 << 30, disk)?.with_draft(draft);
     let translate_params = GenerationParams::default();
     let (fp, inputs) = fingerprint(
         plan,

@@ -513,6 +513,9 @@ mod tests {
             busy_seconds: 0.0,
             ttft_seconds: 0.0,
             finish,
+            decode_seconds: 0.0,
+            draft_proposed: 0,
+            draft_accepted: 0,
         }
     }
 

@@ -106,6 +106,15 @@ fn run_report(
                 outcome: c.outcome.clone(),
                 model: c.model.clone(),
                 device: c.device.clone(),
+                decode_tokens_per_second: if c.decode_seconds > 0.0 {
+                    c.completion_tokens.saturating_sub(1) as f64 / c.decode_seconds
+                } else {
+                    0.0
+                },
+                draft_proposed: c.draft_proposed,
+                draft_accepted: c.draft_accepted,
+                draft_acceptance: (c.draft_proposed > 0)
+                    .then(|| c.draft_accepted as f64 / c.draft_proposed as f64),
             })
             .collect(),
         totals: RunTotals {
@@ -121,6 +130,8 @@ fn run_report(
             context_peak_tokens: done.context_peak,
             orchestrated_context_peak_tokens: done.orchestrated_peak,
             prefix_cache: backend.prefix_stats(),
+            draft_proposed: calls.iter().map(|c| c.draft_proposed).sum(),
+            draft_accepted: calls.iter().map(|c| c.draft_accepted).sum(),
         },
     }
 }

@@ -875,6 +875,14 @@ enum AtomKind {
     Verbatim,
 }
 
+/// A one-line paragraph that captions a table, figure or listing (`Table 8-2 Applicable
+/// boundaries…`): a unit of its own, like a figure (asked for a paragraph and the caption
+/// after it, a small model runs the two together into one line).
+static CAPTION_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:Table|Figure|Fig\.|Listing|Exhibit|Chart|Diagram)\s+[A-Z]?\d+(?:[.\-–]\d+)*[.:]?\s+[^\n]{1,200}$")
+        .expect("valid caption regex")
+});
+
 /// A paragraph that is only an image: `![caption](target)`.
 static IMAGE_PARAGRAPH_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^!\[[^\n]*\]\([^\n]*\)$").expect("valid image regex"));
@@ -954,15 +962,20 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                 },
                 &mut pending_lead,
             ),
-            TopKind::Paragraph if IMAGE_PARAGRAPH_RE.is_match(text[start..end].trim()) => push(
-                &mut atoms,
-                start..end,
-                AtomKind::Prose {
-                    starts_unit: true,
-                    alone: true,
-                },
-                &mut pending_lead,
-            ),
+            TopKind::Paragraph
+                if IMAGE_PARAGRAPH_RE.is_match(text[start..end].trim())
+                    || CAPTION_RE.is_match(text[start..end].trim()) =>
+            {
+                push(
+                    &mut atoms,
+                    start..end,
+                    AtomKind::Prose {
+                        starts_unit: true,
+                        alone: true,
+                    },
+                    &mut pending_lead,
+                )
+            }
             TopKind::Paragraph => {
                 if counter.count_tokens(&text[start..end]) > budget {
                     for piece in split_paragraph(text, start..end, scan, budget, counter) {
@@ -987,12 +1000,20 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                         cuts.push(cut);
                     }
                 }
+                // A quoted box (`> **Experiment 8-1**` …) does not join the paragraph
+                // before it: a small model runs the box's title into that paragraph.
+                let first = AtomKind::Prose {
+                    starts_unit: b.kind == TopKind::BlockQuote,
+                    alone: false,
+                };
                 let mut s = start;
                 for c in cuts {
-                    push(&mut atoms, s..c, prose, &mut pending_lead);
+                    let kind = if s == start { first } else { prose };
+                    push(&mut atoms, s..c, kind, &mut pending_lead);
                     s = c;
                 }
-                push(&mut atoms, s..end, prose, &mut pending_lead);
+                let kind = if s == start { first } else { prose };
+                push(&mut atoms, s..end, kind, &mut pending_lead);
             }
             TopKind::Atomic => push(&mut atoms, start..end, prose, &mut pending_lead),
         }
@@ -1212,6 +1233,31 @@ mod tests {
                 "The next paragraph follows."
             ]
         );
+    }
+
+    #[test]
+    fn captions_are_units_of_their_own_and_quoted_boxes_start_one() {
+        let units = roundtrip(
+            "Table 8-2 compares them.\n\nTable 8-2 Applicable boundaries of four methods\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nThe methods differ.\n\n> **Experiment 8-1: Build a verifier**\n>\n> This experiment builds one.\n\nAfter the box.\n",
+            300,
+        );
+        let sources: Vec<&str> = units.iter().map(|u| u.source.trim()).collect();
+        assert!(
+            sources.contains(&"Table 8-2 Applicable boundaries of four methods"),
+            "{sources:#?}"
+        );
+        assert!(
+            sources.contains(&"Table 8-2 compares them."),
+            "{sources:#?}"
+        );
+        let boxed = sources
+            .iter()
+            .find(|s| s.contains("Experiment 8-1"))
+            .unwrap();
+        assert!(boxed.starts_with("> **Experiment"), "{boxed:?}");
+        // A sentence that begins with "Table 2" but runs on is prose, not a caption.
+        let units = roundtrip("It grows.\n\nTable 2 shows it.\nIt also shrinks.\n", 300);
+        assert_eq!(units.len(), 1);
     }
 
     #[test]

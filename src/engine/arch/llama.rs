@@ -1,7 +1,7 @@
 //! Llama family (Llama 2/3, SmolLM2): RMSNorm, bias-free projections, interleaved rotary
 //! embeddings (GGUF's Q/K layout), SwiGLU, output optionally tied to the embedding.
 
-use super::layers::{last_logits, RopeStyle};
+use super::layers::{all_logits, last_logits, RopeStyle};
 use super::qwen2::Blocks;
 use super::ModelConfig;
 use crate::engine::gguf::GgufFile;
@@ -27,6 +27,19 @@ impl Llama {
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
+        last_logits(&self.hidden(tokens, cache)?, &b.out_norm, &b.output)
+    }
+
+    /// Like [`Self::forward`], with every position's logits: `[tokens, vocab]`.
+    pub fn forward_all(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = &self.blocks;
+        all_logits(&self.hidden(tokens, cache)?, &b.out_norm, &b.output)
+    }
+
+    /// The residual stream after the last block (`[tokens, hidden]`); the keys and values
+    /// of `tokens` are committed to `cache`.
+    fn hidden(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = &self.blocks;
         let offset = cache.len();
         let mut x = b.embed.forward(tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
@@ -38,6 +51,6 @@ impl Llama {
             x = (residual + m)?;
         }
         cache.commit(tokens)?;
-        last_logits(&x, &b.out_norm, &b.output)
+        Ok(x)
     }
 }

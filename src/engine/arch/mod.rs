@@ -136,6 +136,16 @@ impl Model {
         })
     }
 
+    /// Like [`Self::forward`], returning every position's logits (`[tokens, vocab]`): what
+    /// speculative decoding verifies a draft with. Each row is bit-identical to the logits
+    /// one-token decoding gives at that position (CPU kernels are batch-invariant).
+    pub fn forward_all(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        crate::engine::threads::run(|| match self {
+            Self::Qwen2(m) => m.forward_all(tokens, cache),
+            Self::Llama(m) => m.forward_all(tokens, cache),
+        })
+    }
+
     /// One decode step for several independent sequences (see [`qwen2::Blocks::forward_rows`]):
     /// `[batch, vocab]` logits.
     pub fn forward_rows(&self, tokens: &[u32], caches: &mut [&mut KvCache]) -> Result<Tensor> {

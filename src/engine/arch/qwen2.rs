@@ -113,6 +113,19 @@ impl Qwen2 {
     /// Forward `tokens` after the `cache.len()` cached positions; returns last-position logits.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let b = &self.blocks;
+        last_logits(&self.hidden(tokens, cache)?, &b.out_norm, &b.output)
+    }
+
+    /// Like [`Self::forward`], with every position's logits: `[tokens, vocab]`.
+    pub fn forward_all(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = &self.blocks;
+        all_logits(&self.hidden(tokens, cache)?, &b.out_norm, &b.output)
+    }
+
+    /// The residual stream after the last block (`[tokens, hidden]`); the keys and values
+    /// of `tokens` are committed to `cache`.
+    fn hidden(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        let b = &self.blocks;
         let offset = cache.len();
         let mut x = b.embed.forward(tokens, &b.device)?;
         for (i, layer) in b.layers.iter().enumerate() {
@@ -122,6 +135,6 @@ impl Qwen2 {
             x = (x + layer.mlp(&h)?)?;
         }
         cache.commit(tokens)?;
-        last_logits(&x, &b.out_norm, &b.output)
+        Ok(x)
     }
 }
