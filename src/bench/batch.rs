@@ -8,7 +8,6 @@
 //! both ways produce the same tokens.
 
 use super::sys::{self, Machine};
-use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::{Engine, LoadOptions};
 use anyhow::Result;
@@ -85,13 +84,7 @@ pub fn run(opts: &BatchBenchOptions) -> Result<BatchReport> {
     let most = opts.batches.iter().copied().max().unwrap_or(1);
     let prompts: Vec<Vec<u32>> = paragraphs(most)
         .iter()
-        .map(|p| {
-            let msgs = [
-                Message::system("You are a professional translator. Translate the user's text into Simplified Chinese. Output only the translation."),
-                Message::user(p.clone()),
-            ];
-            engine.encode(&engine.template.render(&msgs, true)?)
-        })
+        .map(|p| super::translation_prompt(&engine, p))
         .collect::<Result<_>>()?;
     let params = GenerationParams {
         max_new_tokens: opts.tokens,

@@ -5,7 +5,6 @@
 //! each prompt. The bench checks that every mode writes the same tokens.
 
 use super::sys::{self, Machine};
-use crate::engine::chat_template::Message;
 use crate::engine::generate::{Generation, GenerationParams};
 use crate::engine::speculative::Draft;
 use crate::engine::{Engine, LoadOptions};
@@ -134,13 +133,7 @@ pub fn run(opts: &DraftBenchOptions) -> Result<DraftReport> {
     let draft_engine = || Engine::load(&opts.draft, &device, &LoadOptions::default());
     let prompts: Vec<Vec<u32>> = paragraphs
         .iter()
-        .map(|p| {
-            let msgs = [
-                Message::system("You are a professional translator. Translate the user's text into Simplified Chinese. Output only the translation."),
-                Message::user(p.clone()),
-            ];
-            engine.encode(&engine.template.render(&msgs, true)?)
-        })
+        .map(|p| super::translation_prompt(&engine, p))
         .collect::<Result<_>>()?;
     let params = GenerationParams {
         max_new_tokens: opts.tokens,

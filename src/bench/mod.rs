@@ -80,6 +80,20 @@ const SENTENCES: &[&str] = &[
     "A careful review found three inconsistent terms, two missing numbers and one sentence that had lost its meaning.",
 ];
 
+/// The prompt tokens of a request to translate `paragraph` into Simplified Chinese (one
+/// system message shared by every request, the paragraph as the user message).
+pub fn translation_prompt(
+    engine: &crate::engine::Engine,
+    paragraph: &str,
+) -> anyhow::Result<Vec<u32>> {
+    use crate::engine::chat_template::Message;
+    let msgs = [
+        Message::system("You are a professional translator. Translate the user's text into Simplified Chinese. Output only the translation."),
+        Message::user(paragraph),
+    ];
+    engine.encode(&engine.template.render(&msgs, true)?)
+}
+
 /// Deterministic English prose of at least `min_chars` bytes: sentences from a fixed pool in
 /// a pseudo-random (fixed-seed) order, in paragraphs of four or five sentences.
 pub fn english_text(min_chars: usize) -> String {

@@ -61,6 +61,14 @@ impl Draft {
     /// A draft for `target`; refused when the two tokenizers differ (a draft's tokens must
     /// mean the same text to the target).
     pub fn new(engine: Engine, target: &Engine) -> Result<Self> {
+        // Exactness rests on the target's batch-invariant CPU kernels.
+        if !target.kernels.starts_with("native") {
+            bail!(
+                "speculative decoding needs Quire's own CPU kernels (batch-invariant, so verified tokens are the ones plain decoding writes); {} runs on {} kernels: use --draft none",
+                target.path.display(),
+                target.kernels
+            );
+        }
         let (a, b) = (&engine.tokenizer, &target.tokenizer);
         if a.token_bytes() != b.token_bytes() || a.eos_ids != b.eos_ids {
             bail!(
@@ -150,7 +158,10 @@ impl Draft {
     /// A draft cache for `prompt` holding at least its first `stable` tokens: the longest
     /// stored prefix, extended and stored when shorter than `stable`.
     fn begin(&mut self, prompt: &[u32], stable: usize) -> Result<KvCache> {
-        let stable = stable.min(prompt.len().saturating_sub(1));
+        // A draft with a shorter context than the prompt never proposes (see `propose`).
+        let stable = stable
+            .min(prompt.len().saturating_sub(1))
+            .min(self.engine.config().context_length.saturating_sub(1));
         let (mut cache, hit) = self
             .store
             .checkout(prompt, 1024, || self.engine.new_cache())?;
