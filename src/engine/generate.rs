@@ -76,7 +76,37 @@ pub struct Generation {
     pub draft_accepted: usize,
 }
 
+/// How a generation's prompt was computed: its length, the tokens reused from the cache
+/// and the seconds the rest took.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PromptCost {
+    pub(super) tokens: usize,
+    pub(super) reused: usize,
+    pub(super) seconds: f64,
+}
+
 impl Generation {
+    /// A finished generation: the decoded `(text, tokens, finish)`, its prompt's cost and the
+    /// decode seconds (no draft).
+    pub(super) fn finished(
+        (text, tokens, finish): (String, Vec<u32>, FinishReason),
+        prompt: PromptCost,
+        decode_seconds: f64,
+    ) -> Self {
+        Self {
+            text,
+            tokens,
+            prompt_tokens: prompt.tokens,
+            cached_tokens: prompt.reused,
+            prefill_tokens: prompt.tokens - prompt.reused,
+            prefill_seconds: prompt.seconds,
+            decode_seconds,
+            finish,
+            draft_proposed: 0,
+            draft_accepted: 0,
+        }
+    }
+
     /// Decode speed in tokens per second.
     pub fn decode_tokens_per_second(&self) -> f64 {
         if self.decode_seconds > 0.0 {
@@ -330,19 +360,16 @@ impl Engine {
         while let Some(next) = seq.step(self, params, &logits, cache.len(), on_text)? {
             logits = self.model.forward(&[next], cache)?;
         }
-        let (text, tokens, finish) = seq.end(on_text)?;
-        Ok(Generation {
-            text,
-            prompt_tokens: prompt.len(),
-            cached_tokens: reuse,
-            prefill_tokens: prompt.len() - reuse,
-            prefill_seconds,
-            decode_seconds: decode_start.elapsed().as_secs_f64(),
-            finish,
-            tokens,
-            draft_proposed: 0,
-            draft_accepted: 0,
-        })
+        let cost = PromptCost {
+            tokens: prompt.len(),
+            reused: reuse,
+            seconds: prefill_seconds,
+        };
+        Ok(Generation::finished(
+            seq.end(on_text)?,
+            cost,
+            decode_start.elapsed().as_secs_f64(),
+        ))
     }
 
     /// Generate continuations of several prompts together (throughput mode): each prompt is
@@ -374,7 +401,11 @@ impl Engine {
             let mut seq = Decoding::new(self, prompt, params_of(i));
             next.push(seq.step(self, params_of(i), &logits, cache.len(), &mut silent)?);
             seqs.push(seq);
-            meta.push((prompt.len(), reuse, seconds));
+            meta.push(PromptCost {
+                tokens: prompt.len(),
+                reused: reuse,
+                seconds,
+            });
         }
         let decode_start = Instant::now();
         loop {
@@ -398,20 +429,12 @@ impl Engine {
         let decode_seconds = decode_start.elapsed().as_secs_f64();
         seqs.into_iter()
             .zip(meta)
-            .map(|(seq, (prompt_tokens, reuse, prefill_seconds))| {
-                let (text, tokens, finish) = seq.end(&mut silent)?;
-                Ok(Generation {
-                    text,
-                    tokens,
-                    prompt_tokens,
-                    cached_tokens: reuse,
-                    prefill_tokens: prompt_tokens - reuse,
-                    prefill_seconds,
+            .map(|(seq, cost)| {
+                Ok(Generation::finished(
+                    seq.end(&mut silent)?,
+                    cost,
                     decode_seconds,
-                    finish,
-                    draft_proposed: 0,
-                    draft_accepted: 0,
-                })
+                ))
             })
             .collect()
     }
@@ -467,19 +490,16 @@ impl ActiveSequence<'_> {
     /// the returned generation.
     pub fn finish(self) -> Result<(Generation, String)> {
         let mut rest = self.fresh;
-        let (text, tokens, finish) = self.seq.end(&mut |t| rest.push_str(t))?;
-        let generation = Generation {
-            text,
-            tokens,
-            prompt_tokens: self.prompt_tokens,
-            cached_tokens: self.reuse,
-            prefill_tokens: self.prompt_tokens - self.reuse,
-            prefill_seconds: self.prefill_seconds,
-            decode_seconds: self.decode_start.elapsed().as_secs_f64(),
-            finish,
-            draft_proposed: 0,
-            draft_accepted: 0,
+        let cost = PromptCost {
+            tokens: self.prompt_tokens,
+            reused: self.reuse,
+            seconds: self.prefill_seconds,
         };
+        let generation = Generation::finished(
+            self.seq.end(&mut |t| rest.push_str(t))?,
+            cost,
+            self.decode_start.elapsed().as_secs_f64(),
+        );
         Ok((generation, rest))
     }
 }

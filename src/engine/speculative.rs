@@ -6,7 +6,7 @@
 //! writes (greedy, seeded sampling, stop strings and decode-time constraints included); only
 //! the number of target forward passes changes.
 
-use super::generate::{common_prefix, Decoding, Generation, GenerationParams};
+use super::generate::{common_prefix, Decoding, Generation, GenerationParams, PromptCost};
 use super::kv_cache::KvCache;
 use super::prefix_cache::PrefixStore;
 use super::sampling::argmax;
@@ -260,18 +260,19 @@ impl Engine {
             let produced = seq.tokens.len() - before;
             draft.record(guesses.len(), kept, produced, round.elapsed().as_secs_f64());
         }
-        let (text, tokens, finish) = seq.end(on_text)?;
+        let cost = PromptCost {
+            tokens: prompt.len(),
+            reused: reuse,
+            seconds: prefill_seconds,
+        };
         Ok(Generation {
-            text,
-            prompt_tokens: prompt.len(),
-            cached_tokens: reuse,
-            prefill_tokens: prompt.len() - reuse,
-            prefill_seconds,
-            decode_seconds: decode_start.elapsed().as_secs_f64(),
-            finish,
-            tokens,
             draft_proposed: proposed,
             draft_accepted: accepted,
+            ..Generation::finished(
+                seq.end(on_text)?,
+                cost,
+                decode_start.elapsed().as_secs_f64(),
+            )
         })
     }
 }

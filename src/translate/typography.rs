@@ -12,6 +12,7 @@
 
 use crate::checks::CheckContext;
 use regex::Regex;
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 /// An acronym in the plural: `LLMs`, `APIs`, `GPUs`.
@@ -36,10 +37,15 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
     if !non_latin_script(&ctx.target_lang) {
         return line.to_string();
     }
-    let mut out = autocorrect::format(line);
-    for term in ctx.glossary.entries.iter().filter(|e| e.keeps_source()) {
-        out = singular(&out, &term.source);
-    }
+    let kept: HashSet<&str> = ctx
+        .glossary
+        .entries
+        .iter()
+        .filter(|e| e.keeps_source())
+        .map(|e| e.source.as_str())
+        .filter(|t| t.len() >= 2 && t.chars().all(|c| c.is_ascii_alphanumeric()))
+        .collect();
+    let mut out = singular(&autocorrect::format(line), &kept);
     out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
     if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
         out = CHAPTER_RE
@@ -55,14 +61,27 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
     out
 }
 
-/// `text` with the plural of the kept word `term` (`Agents`, `Boxes`) written as `term`.
-/// Multi-word terms and terms that are not plain words are left alone.
-fn singular(text: &str, term: &str) -> String {
-    if term.len() < 2 || !term.chars().all(|c| c.is_ascii_alphanumeric()) {
+/// A plain word (letters and digits; `\b` is Unicode-aware, so a word run into CJK text
+/// is not one).
+static WORD_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b[A-Za-z0-9]+\b").expect("valid word regex"));
+
+/// `text` with the plural of each kept word (`Agents`, `Boxes`) written as the kept word.
+/// `kept` holds plain words only (multi-word terms are left alone).
+fn singular(text: &str, kept: &HashSet<&str>) -> String {
+    if kept.is_empty() {
         return text.to_string();
     }
-    let re = Regex::new(&format!(r"\b{}(?:s|es)\b", regex::escape(term))).expect("valid regex");
-    re.replace_all(text, regex::NoExpand(term)).into_owned()
+    WORD_RE
+        .replace_all(text, |c: &regex::Captures| {
+            let w = &c[0];
+            let stem = [w.strip_suffix('s'), w.strip_suffix("es")]
+                .into_iter()
+                .flatten()
+                .find(|stem| kept.contains(stem));
+            stem.unwrap_or(w).to_string()
+        })
+        .into_owned()
 }
 
 /// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
