@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
         decode_tokens: engine::DECODE_TOKENS,
         compare_llama_cpp: std::env::var("QUIRE_BENCH_COMPARE").is_ok_and(|v| v == "llama.cpp"),
         quire: QuireRunner::InProcess,
+        isa: quire::bench::isa::BenchIsa::Native,
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {
         println!("{}", serde_json::to_string_pretty(&report)?);

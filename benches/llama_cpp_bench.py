@@ -18,6 +18,7 @@ Prints one JSON object on stdout:
     decode_tok_s      best-of-R decoded tokens / decode seconds
     prefill_s, decode_s  the best times behind those rates
     peak_rss_mib      peak resident set size of this process (ru_maxrss)
+    system_info       the CPU features this llama.cpp was built with
 plus the inputs and the llama-cpp-python version. Diagnostics go to stderr.
 """
 
@@ -86,6 +87,7 @@ def main():
         "decode_s": round(best_decode, 4),
         "decode_tok_s": round(args.decode / best_decode, 2) if args.decode else None,
         "peak_rss_mib": round(peak_rss_kib / 1024, 1),
+        "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace"),
     }))
 
 

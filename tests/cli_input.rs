@@ -116,3 +116,44 @@ fn a_failed_run_leaves_no_empty_output_directory() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!out.exists(), "{} left behind", out.display());
 }
+
+#[test]
+fn an_instruction_set_the_cpu_lacks_is_refused_before_anything_loads() {
+    #[cfg(target_arch = "x86_64")]
+    let has_avx512 = is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_avx512 = false;
+    let out = Command::new(env!("CARGO_BIN_EXE_quire"))
+        .args([
+            "bench",
+            "engine",
+            "--isa",
+            "avx512",
+            "-m",
+            "/no/such/model.gguf",
+        ])
+        .output()
+        .expect("quire runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    if has_avx512 {
+        // The CPU has it: the next thing checked is the model.
+        assert!(err.contains("/no/such/model.gguf"), "{err}");
+    } else {
+        assert!(
+            err.contains("--isa avx512 needs") && err.contains("use --isa"),
+            "{err}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_quire"))
+        .args(["bench", "engine", "--isa", "sse9"])
+        .output()
+        .expect("quire runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("avx2") && err.contains("avx512"), "{err}");
+}

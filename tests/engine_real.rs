@@ -307,3 +307,36 @@ fn batched_generation_equals_sequential() {
         }
     }
 }
+
+/// `quire bench engine --isa avx2` holds Quire's worker to its AVX2 kernels on the real
+/// model, and the report says so.
+#[test]
+fn bench_engine_isa_avx2_runs_the_avx2_kernels() {
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
+    if !avx2 {
+        eprintln!("skipped: this CPU has no AVX2");
+        return;
+    }
+    let model = model_path(QWEN);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quire"))
+        .args(["bench", "engine", "--isa", "avx2", "--json"])
+        .args(["--repeats", "1", "--decode-tokens", "4", "--model"])
+        .arg(&model)
+        .output()
+        .expect("quire runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    assert_eq!(r["isa"], "avx2");
+    assert_eq!(r["quire"]["kernels"], "Avx2");
+    assert!(r["quire"]["prefill_short_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(r["llama_cpp"].is_null(), "no llama.cpp without --compare");
+}

@@ -17,6 +17,7 @@
 //! llama.cpp runs through `benches/llama_cpp_bench.py` with the Python of a venv that has
 //! llama-cpp-python.
 
+use super::isa::{BenchIsa, CpuFeatures};
 use super::sys::{self, Bandwidth, Machine};
 use super::{argmax, fmt_opt, prompt_ids, ratio, table};
 use crate::engine::gguf::GgufFile;
@@ -68,6 +69,8 @@ pub struct EngineBenchOptions {
     pub compare_llama_cpp: bool,
     /// Where Quire runs.
     pub quire: QuireRunner,
+    /// The instruction set both engines are held to.
+    pub isa: BenchIsa,
 }
 
 /// Quire's numbers.
@@ -97,6 +100,9 @@ pub struct QuireNumbers {
     pub peak_rss_scope: String,
     /// Threads rayon used.
     pub threads: usize,
+    /// Quire's matmul kernels that ran (`Vnni`, `Avx2`, `Portable`).
+    #[serde(default)]
+    pub kernels: String,
 }
 
 /// llama.cpp's numbers, from two runs of the Python script.
@@ -114,6 +120,9 @@ pub struct LlamaCppNumbers {
     pub decode_tok_s: f64,
     /// Peak RSS of the Python process, MiB (larger of the two runs).
     pub peak_rss_mib: Option<f64>,
+    /// llama.cpp's own list of the CPU features it was built with
+    /// (`llama_print_system_info`).
+    pub system_info: Option<String>,
     /// The script's raw output for each run.
     pub raw: Vec<serde_json::Value>,
 }
@@ -169,6 +178,8 @@ pub struct EngineReport {
     pub model_path: String,
     /// The machine.
     pub machine: Machine,
+    /// The instruction set both engines were held to.
+    pub isa: BenchIsa,
     /// Best-of repeats, Quire.
     pub repeats: usize,
     /// Best-of repeats, llama.cpp.
@@ -299,6 +310,7 @@ pub fn measure_quire(
         peak_rss_mib: sys::peak_rss_mib(),
         peak_rss_scope: rss_scope.to_string(),
         threads: rayon::current_num_threads(),
+        kernels: format!("{:?}", crate::engine::kernels::Isa::detect()),
     })
 }
 
@@ -372,7 +384,13 @@ pub fn ensure_sacrebleu(python: &Path) -> Result<()> {
 /// A python that can `import llama_cpp`: the configured venv, created (and
 /// llama-cpp-python built from source, sacrebleu installed alongside) if it is missing.
 pub fn ensure_llama_python() -> Result<PathBuf> {
-    let python = llama_python_path();
+    ensure_llama_python_for(BenchIsa::Native)
+}
+
+/// [`ensure_llama_python`] for llama.cpp built for `isa` (its own venv; see
+/// [`BenchIsa::llama_python`] and [`BenchIsa::llama_cmake_args`]).
+pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
+    let python = isa.llama_python(&llama_python_path());
     if has_llama_cpp(&python) {
         return Ok(python);
     }
@@ -382,9 +400,10 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
         .context("cannot tell the venv directory from the python path")?
         .to_path_buf();
     eprintln!(
-        "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} (it compiles llama.cpp: about 15 minutes on 2 cores)",
+        "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} for --isa {} (it compiles llama.cpp: about 15 minutes on 2 cores)",
         python.display(),
-        venv.display()
+        venv.display(),
+        isa.name()
     );
     if !python.is_file() {
         let sys_python = ["python3", "python"]
@@ -410,15 +429,14 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
         .args([
             "install",
             "-q",
+            // A wheel cached by an earlier build would ignore CMAKE_ARGS.
+            "--no-cache-dir",
             &format!("llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"),
             "numpy",
             // chrF for `quire bench quality` (checked separately by `ensure_sacrebleu`).
             "sacrebleu",
         ])
-        .env(
-            "CMAKE_ARGS",
-            "-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF",
-        )
+        .env("CMAKE_ARGS", isa.llama_cmake_args(CpuFeatures::detect()))
         .env(
             "CMAKE_BUILD_PARALLEL_LEVEL",
             sys::logical_cpus().to_string(),
@@ -528,6 +546,10 @@ pub fn measure_llama_cpp(
             f64::NAN
         },
         peak_rss_mib: rss,
+        system_info: a
+            .get("system_info")
+            .and_then(|v| v.as_str())
+            .map(|s| s.trim().trim_end_matches('|').trim().to_string()),
         raw: vec![a, b],
     })
 }
@@ -536,8 +558,8 @@ fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result
     let dir = tempfile::tempdir()?;
     let ids_file = dir.path().join("ids.json");
     std::fs::write(&ids_file, serde_json::to_vec(ids)?)?;
-    let out = Command::new(exe)
-        .args(["bench", "engine", "--model"])
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", "engine", "--model"])
         .arg(&opts.model)
         .args([
             "--threads",
@@ -548,7 +570,11 @@ fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result
         .args(["--decode-tokens", &opts.decode_tokens.to_string()])
         .arg("--worker-ids")
         .arg(&ids_file)
-        .env("RAYON_NUM_THREADS", opts.threads.to_string())
+        .env("RAYON_NUM_THREADS", opts.threads.to_string());
+    if opts.isa != BenchIsa::Native {
+        cmd.env("QUIRE_CPU_KERNEL", opts.isa.quire_kernel());
+    }
+    let out = cmd
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("cannot run {}", exe.display()))?;
@@ -566,6 +592,13 @@ fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result
 
 /// Run the whole engine benchmark.
 pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
+    opts.isa.check(CpuFeatures::detect())?;
+    if opts.isa != BenchIsa::Native && matches!(opts.quire, QuireRunner::InProcess) {
+        bail!(
+            "--isa {} runs Quire in its own worker process; drop --in-process (or set QUIRE_CPU_KERNEL and use --isa native)",
+            opts.isa.name()
+        );
+    }
     let threads = opts.threads.max(1);
     if matches!(opts.quire, QuireRunner::InProcess) {
         sys::use_threads(threads);
@@ -583,7 +616,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     // overlap with the measurements.
     let mut llama_error = None;
     let python = if opts.compare_llama_cpp {
-        match ensure_llama_python() {
+        match ensure_llama_python_for(opts.isa) {
             Ok(p) => Some(p),
             Err(e) => {
                 eprintln!("warning: llama.cpp comparison unavailable: {e:#}");
@@ -645,6 +678,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
             .unwrap_or_default(),
         model_path: opts.model.display().to_string(),
         machine,
+        isa: opts.isa,
         repeats: opts.repeats,
         llama_repeats: opts.llama_repeats.max(1),
         load_average_start,
@@ -747,6 +781,14 @@ pub fn render_text(r: &EngineReport) -> String {
         r.weights.file_bytes as f64 / 1e6
     ));
     s.push_str(&format!("machine  {}\n", r.machine.describe()));
+    s.push_str(&format!(
+        "isa      --isa {}: Quire kernels {}{}\n",
+        r.isa.name(),
+        q.kernels,
+        l.and_then(|l| l.system_info.as_deref())
+            .map(|i| format!("; llama.cpp built with {i}"))
+            .unwrap_or_default()
+    ));
     s.push_str(&format!(
         "method   CPU, the same {}/{} token ids for both engines, best of {} (Quire) / {} (llama.cpp), greedy decode of exactly {} tokens after the {}-token prompt\nload     load average {} at start, {} at end (1/5/15 min; above 0 means other work shared the CPUs)\n\n",
         r.short_prompt_tokens,

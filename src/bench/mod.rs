@@ -20,6 +20,7 @@
 pub mod batch;
 pub mod draft;
 pub mod engine;
+pub mod isa;
 pub mod prefix;
 pub mod quality;
 pub mod serve;

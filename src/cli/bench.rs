@@ -153,6 +153,13 @@ pub struct EngineArgs {
     /// ~/.cache/quire/llama-cpp-python/venv, created if missing).
     #[arg(long, value_parser = ["llama.cpp"])]
     pub compare: Option<String>,
+    /// Hold both engines to one instruction set: `avx2` (laptops: AVX2 + FMA + F16C, plus
+    /// AVX-VNNI where the CPU has it; no AVX-512), `avx512`, or `native` (each engine's
+    /// best for this CPU). Quire's worker runs those kernels; llama.cpp runs from a venv of
+    /// its own built for that set (…/venv-avx2, …/venv-avx512, created if missing). A set
+    /// this CPU lacks is refused.
+    #[arg(long, value_enum, default_value = "native")]
+    pub isa: crate::bench::isa::BenchIsa,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -322,6 +329,8 @@ fn run_batch(a: BatchArgs) -> Result<i32> {
 }
 
 fn run_engine(a: EngineArgs) -> Result<i32> {
+    // Refused before anything is fetched or loaded.
+    a.isa.check(crate::bench::isa::CpuFeatures::detect())?;
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
     let model =
         crate::model_store::resolve_model(Some(&a.model), true, a.json || a.worker_ids.is_some())?;
@@ -371,6 +380,7 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
         decode_tokens: a.decode_tokens,
         compare_llama_cpp: a.compare.is_some(),
         quire,
+        isa: a.isa,
     })?;
     emit(&report, a.json, a.json_file.as_deref(), engine::render_text)
 }

@@ -355,6 +355,17 @@ fn title_case(words: &[&str]) -> bool {
 pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
     // word → (capitalised mid-sentence, all uses, followed by a number, context)
     let mut stats: BTreeMap<String, (usize, usize, usize, String)> = BTreeMap::new();
+    // word → mid-sentence capitalised uses next to another capitalised word (not an
+    // acronym): a name written in title case (`Contextual Retrieval`), whose words are
+    // capitalised for the name, not kept one by one.
+    let mut in_phrase: BTreeMap<String, usize> = BTreeMap::new();
+    let title_word = |w: &str| {
+        w.len() >= 2
+            && w.starts_with(|c: char| c.is_ascii_uppercase())
+            && w.chars()
+                .skip(1)
+                .all(|c| c.is_ascii_lowercase() || c == '-')
+    };
     for unit in units.iter().filter(|u| u.kind == UnitKind::Translate) {
         // Headings are left out: title case capitalises every word.
         let text: String = prose_of(unit)
@@ -381,6 +392,11 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
                 e.1 += 1;
                 if i > 0 && first.is_ascii_uppercase() {
                     e.0 += 1;
+                    let next = words.get(i + 1).is_some_and(|n| title_word(n));
+                    let prev = i > 1 && title_word(words[i - 1]);
+                    if title_word(w) && (next || prev) {
+                        *in_phrase.entry(w.to_string()).or_default() += 1;
+                    }
                 }
                 if words
                     .get(i + 1)
@@ -411,6 +427,7 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
                 && mid >= 2
                 && lower_uses * 4 <= mid
                 && numbered * 2 < mid
+                && in_phrase.get(w).copied().unwrap_or(0) * 2 < mid
                 && !TRANSLATED_NAMES.contains(&lower.as_str())
                 && !is_stop(w);
             let total = mid.max(1);
@@ -491,7 +508,9 @@ mod tests {
                    Every agent has a Prompt and an Agent loop. Tools help the Agent. \
                    She was \"a Senior Engineer at Acme\" and \"a Senior Engineer at Initech\" before. \
                    The Agent read the Comparison of Four Memory Strategies and the Summary of Memory Strategies. \
-                   Rules go into Skills, and Skills grow. A Skill is small; a skill is learned; old Skills fade.\n\n\
+                   Rules go into Skills, and Skills grow. A Skill is small; a skill is learned; old Skills fade. \
+                   We use Contextual Retrieval here, and Contextual Retrieval there. \
+                   The Agent also uses Advanced JSON Cards, and Advanced JSON Cards last.\n\n\
                    ![Comparison of Four Memory Strategies](fig.svg)"
                 .into(),
         };
@@ -517,5 +536,12 @@ mod tests {
             !keep.contains(&"Tools".to_string()),
             "sentence start: {keep:?}"
         );
+        // Words capitalised as part of a title-case name are not kept one by one…
+        assert!(
+            !keep.contains(&"Contextual".to_string()),
+            "title-case name: {keep:?}"
+        );
+        // …but a capitalised word next to an acronym still is.
+        assert!(keep.contains(&"Cards".to_string()), "{keep:?}");
     }
 }

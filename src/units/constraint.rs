@@ -14,7 +14,8 @@
 //!   and no line ends inside a bold span.
 //! * **Numbers**: every run of ASCII digits outside placeholders is part of a number of its
 //!   source line (`1,024` may be written `1024`), so a figure cannot be changed or invented;
-//!   a number the source spells out is written in Chinese numerals or words.
+//!   a number the source spells out is written in Chinese numerals or words. A month named
+//!   in a date may be written as its number (`February 18, 2025` → `2025 年 2 月 18 日`).
 //!
 //! The checks run on bytes, the text so far plus one candidate token, so the engine can
 //! ask them lazily ([`crate::engine::constraint`]).
@@ -36,6 +37,38 @@ static SCALED_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     )
     .expect("valid number regex")
 });
+
+/// A month in a date (`February 18, 2025`, `18 Feb 2025`, `March 2024`): a full name, or
+/// an abbreviation or `May` next to a number. Group 1 or 2 is the name.
+static MONTH_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"\b(January|February|March|April|June|July|August|September|October|November|December)\b|\b(May|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?\s+[0-9]|[0-9](?:st|nd|rd|th)?\s+(May|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\b",
+    )
+    .expect("valid month regex")
+});
+
+/// The months named in a date of `text`, as numbers (`February` → 2): Chinese and Japanese
+/// write a date's month in digits (`2025 年 2 月 18 日`).
+fn month_numbers(text: &str) -> impl Iterator<Item = u32> + '_ {
+    MONTH_RE.captures_iter(text).filter_map(|c| {
+        let name = c.get(1).or(c.get(2)).or(c.get(3))?.as_str();
+        let n = match &name[..3] {
+            "Jan" => 1,
+            "Feb" => 2,
+            "Mar" => 3,
+            "Apr" => 4,
+            "May" => 5,
+            "Jun" => 6,
+            "Jul" => 7,
+            "Aug" => 8,
+            "Sep" => 9,
+            "Oct" => 10,
+            "Nov" => 11,
+            _ => 12,
+        };
+        Some(n)
+    })
+}
 
 /// A placeholder written by the model, in bytes (tolerated spacing); group 1 its number.
 static PLACEHOLDER_BYTES_RE: LazyLock<Regex> =
@@ -482,6 +515,7 @@ fn source_digits(line: &str) -> Vec<Vec<u8>> {
             }
         }
     }
+    numbers.extend(month_numbers(&text).map(|m| m.to_string().into_bytes()));
     numbers.sort();
     numbers.dedup();
     numbers
@@ -669,6 +703,32 @@ mod tests {
         assert_eq!(c.owed(second.as_bytes()), None);
         let open = "正如 {{1}} 所说{{2}}。\n{{3}} 是**关键";
         assert_eq!(c.owed(open.as_bytes()), Some(b"**".to_vec()));
+    }
+
+    #[test]
+    fn a_dated_month_may_be_written_as_its_number() {
+        let c = PassageConstraint::new(
+            "It expires on February 18, 2025, or 3 Mar 2026.\nIt may rain in May.",
+        );
+        assert!(ok(
+            &c,
+            "它将于 2025 年 2 月 18 日或 2026 年 3 月 3 日过期。"
+        ));
+        assert!(
+            !ok(&c, "它将于 2025 年 4 月"),
+            "a month the line does not name"
+        );
+        assert!(
+            !ok(
+                &c,
+                "它将于 2025 年 2 月 18 日或 2026 年 3 月 3 日过期。\n5 月"
+            ),
+            "May without a number is not a date"
+        );
+        assert_eq!(
+            month_numbers("in May 2024, on 1st Sept and in December").collect::<Vec<_>>(),
+            [5, 9, 12]
+        );
     }
 
     #[test]
