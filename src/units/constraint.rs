@@ -39,7 +39,8 @@ static SCALED_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
 });
 
 /// A month in a date (`February 18, 2025`, `18 Feb 2025`, `March 2024`): a full name, or
-/// an abbreviation or `May` next to a number. Group 1 or 2 is the name.
+/// an abbreviation or `May` next to a number (after it or before it). Groups 1, 2 and 3
+/// hold the name in each of those forms.
 static MONTH_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(
         r"\b(January|February|March|April|June|July|August|September|October|November|December)\b|\b(May|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?\s+[0-9]|[0-9](?:st|nd|rd|th)?\s+(May|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\b",
