@@ -284,6 +284,13 @@ fn numbers_with_chinese_normalisation() {
             .any(|x| x.evidence.contains("128K") && x.evidence.contains("12.8K")),
         "{f:#?}"
     );
+    // The missing number is quoted with the words around it, for the reviser.
+    assert!(
+        f.iter().any(|x| x
+            .evidence
+            .contains("128K (\"model has a 128K token context.\")")),
+        "{f:#?}"
+    );
     assert!(findings_for(&mutate("128K", "12.8万")).is_empty());
     let f = findings_for(&mutate("36.7万", "367,000"));
     assert!(f.is_empty(), "{f:#?}");

@@ -38,7 +38,7 @@ fn constrained_translation_keeps_structure_on_the_real_model() {
     for u in &units {
         let sk = Skeleton::of(u);
         let passage = sk.model_text();
-        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", 200);
+        let params = constrained(&GenerationParams::default(), &passage, "zh-CN", &[], 200);
         jobs.push((u.clone(), sk, passage, params));
     }
     let mut singles = Vec::new();
@@ -148,4 +148,49 @@ fn a_model_that_would_end_is_steered_to_what_the_text_owes() {
         "{:?}",
         gen.text
     );
+}
+
+/// On the real model: a sentence's translation ends as a sentence (not on the word the
+/// constraint refused to let grow), a title-case heading's words are translated, and no
+/// letter of another script appears.
+#[test]
+fn sentences_end_whole_and_title_words_are_translated_on_the_real_model() {
+    let e = qwen();
+    let passages = [
+        "The next chapter turns to \"tools\": how Agents interact with the external world through tool design, the MCP interoperability standard, and event-driven architecture.",
+        "Agentic RAG: A Paradigm Shift Toward Tool-Based Knowledge Retrieval",
+    ];
+    for passage in passages {
+        let glossary = [quire::glossary::GlossaryEntry::house("Agent", "Agent")];
+        let params = constrained(
+            &GenerationParams::default(),
+            passage,
+            "zh-CN",
+            &glossary,
+            200,
+        );
+        let mut cache = e.new_cache().unwrap();
+        let gen = e
+            .generate(&mut cache, &prompt(e, passage), &params, &mut |_| {})
+            .unwrap();
+        let reply = gen.text.trim();
+        assert!(!reply.is_empty(), "{passage:?}");
+        assert!(
+            reply
+                .chars()
+                .filter(|c| c.is_alphabetic())
+                .all(|c| c.is_ascii() || quire::units::is_cjk(c)),
+            "{passage:?} → {reply:?}"
+        );
+        if passage.ends_with('.') {
+            assert!(
+                !reply.chars().last().unwrap().is_alphanumeric(),
+                "{passage:?} → {reply:?}"
+            );
+        } else {
+            for word in ["Paradigm", "paradigm", "Shift", "Knowledge", "Retrieval"] {
+                assert!(!reply.contains(word), "{passage:?} → {reply:?}");
+            }
+        }
+    }
 }

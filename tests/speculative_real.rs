@@ -142,7 +142,7 @@ fn drafting_keeps_sampling_constraints_and_stop_strings_exact() {
     let cprompt = t
         .encode(&t.template.render(&p.messages, true).unwrap())
         .unwrap();
-    let cparams = constrained(&GenerationParams::default(), passage, "zh-CN", 96);
+    let cparams = constrained(&GenerationParams::default(), passage, "zh-CN", &[], 96);
     let (c, _) = drafted(t, &cprompt, &cparams, &mut draft);
     assert_same(&plain(t, &cprompt, &cparams), &c, "constrained");
     assert!(

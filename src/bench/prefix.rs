@@ -428,12 +428,13 @@ impl SharedPrefix {
     /// the reply constrained to the passage's placeholders and lines.
     pub fn request(&self, part: &str) -> Result<ChatRequest> {
         let passage = inject_house_terms(part, &self.glossary);
+        let found = self.glossary.found_in(part);
         let p = translate_prompt(
             DEFAULT_GUIDE,
             SOURCE_LANG,
             TARGET_LANG,
             &self.glossary.entries,
-            &self.glossary.found_in(part),
+            &found,
             &[],
             &passage,
             None,
@@ -445,6 +446,7 @@ impl SharedPrefix {
                 &GenerationParams::default(),
                 &passage,
                 TARGET_LANG,
+                &found,
                 passage::max_new_tokens(part),
             ),
         })

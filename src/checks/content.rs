@@ -106,8 +106,9 @@ fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
     let tv = target_values(&seg.tgt);
     let mut missing: Vec<String> = Vec::new();
     for n in &src {
-        if !tv.iter().any(|&v| same_value(v, n.value)) && !missing.contains(&n.text) {
-            missing.push(n.text.clone());
+        let quoted = format!("{} (\"{}\")", n.text, words_around(&seg.src, &n.text));
+        if !tv.iter().any(|&v| same_value(v, n.value)) && !missing.contains(&quoted) {
+            missing.push(quoted);
         }
     }
     if missing.is_empty() {
@@ -152,6 +153,33 @@ fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
             "Keep every number and its magnitude (128K = 12.8万, not 12.8K).",
         ),
     ));
+}
+
+/// The words around the first `needle` of `text` that stands alone (not inside a longer
+/// number), three either side: what a reviser needs to find where the number goes.
+fn words_around<'a>(text: &'a str, needle: &'a str) -> &'a str {
+    let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+    let at = text.match_indices(needle).map(|(i, _)| i).find(|&i| {
+        !digit(text[..i].chars().next_back()) && !digit(text[i + needle.len()..].chars().next())
+    });
+    let Some(i) = at else {
+        return needle;
+    };
+    // Three words either side: back to the third space before, on to the third after.
+    let start = text[..i]
+        .trim_end()
+        .rmatch_indices(' ')
+        .nth(2)
+        .map_or(0, |(p, _)| p + 1);
+    let after = &text[i + needle.len()..];
+    let end = after
+        .trim_start()
+        .match_indices(' ')
+        .nth(2)
+        .map_or(after.len(), |(p, _)| {
+            p + after.len() - after.trim_start().len()
+        });
+    &text[start..i + needle.len() + end]
 }
 
 /// Bibliographic references (authors, year, arXiv/DOI, URL) stay in their original

@@ -222,7 +222,7 @@ mod tests {
     fn the_constraint_travels_only_to_quire_serve() {
         let passage = "The cache.";
         let mut req = request(0.0, &[]);
-        req.params = crate::translate::passage::constrained(&req.params, passage, "zh-CN", 64);
+        req.params = crate::translate::passage::constrained(&req.params, passage, "zh-CN", &[], 64);
         let to = |quire| serde_json::from_str::<Value>(&request_body("m", &req, quire)).unwrap();
         assert!(to(false).get("quire_constraint").is_none());
         let spec = to(true)["quire_constraint"].clone();

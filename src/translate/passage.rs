@@ -11,6 +11,7 @@ use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
+use crate::glossary::GlossaryEntry;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
 use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
@@ -23,16 +24,20 @@ pub type RequestFor<'a> = dyn Fn(&str, &[String], usize) -> Result<ChatRequest> 
 
 /// Generation parameters for translating `passage` into `target_lang`: `base` with the
 /// passage's constraint (for a target in a non-Latin script, Latin words only where the
-/// passage has names).
+/// passage has names, or where the translation of one of `terms`, the glossary's terms of
+/// the passage, has them).
 pub fn constrained(
     base: &GenerationParams,
     passage: &str,
     target_lang: &str,
+    terms: &[GlossaryEntry],
     max_new_tokens: usize,
 ) -> GenerationParams {
     let mut c = PassageConstraint::new(passage);
     if non_latin_script(target_lang) {
-        c = c.latin_names_only(passage);
+        c = c
+            .latin_names_only(passage)
+            .with_names(terms.iter().map(GlossaryEntry::preferred));
     }
     GenerationParams {
         max_new_tokens,
@@ -629,7 +634,7 @@ mod tests {
             Ok(ChatRequest {
                 messages: p.messages,
                 split: p.split,
-                params: constrained(&GenerationParams::default(), text, "zh-CN", max),
+                params: constrained(&GenerationParams::default(), text, "zh-CN", &[], max),
             })
         };
         let keep = |text: &str| text.to_string();

@@ -496,12 +496,13 @@ fn unit_request(
 ) -> Result<ChatRequest> {
     let opts = m.opts;
     let passage = terms.passage(passage);
+    let found = terms.glossary.found_in(&unit.source);
     let p = translate_prompt(
         &m.plan.guide,
         &opts.source_lang,
         &opts.target_lang,
         &terms.glossary.entries,
-        &terms.glossary.found_in(&unit.source),
+        &found,
         findings,
         &passage,
         example.map(|e| (e.passage.as_str(), e.reply.as_str())),
@@ -510,6 +511,6 @@ fn unit_request(
     Ok(ChatRequest {
         messages: p.messages,
         split: p.split,
-        params: passage::constrained(params, &passage, &opts.target_lang, max),
+        params: passage::constrained(params, &passage, &opts.target_lang, &found, max),
     })
 }

@@ -107,6 +107,14 @@ pub struct PassageConstraint {
     digits: Vec<Vec<Vec<u8>>>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
+    /// With `latin`: the letters of other scripts than Latin and the target's that the
+    /// passage has (a reply may have no others: `Agент` is not a word).
+    foreign: Vec<char>,
+    /// The names given by [`Self::with_names`] (for the spec).
+    names: Vec<String>,
+    /// Lines of the passage that end a sentence (`.`, `?`, `:` …): their translation may
+    /// not end on a word, as a reply the model was stopped in would.
+    closed: Vec<bool>,
 }
 
 impl PassageConstraint {
@@ -142,6 +150,9 @@ impl PassageConstraint {
                 .replace_all(passage, "")
                 .contains("{{"),
             latin: None,
+            foreign: Vec::new(),
+            names: Vec::new(),
+            closed: passage.split('\n').map(ends_sentence).collect(),
         }
     }
 
@@ -149,22 +160,45 @@ impl PassageConstraint {
     /// word may only be one the passage keeps as a name — a word of the passage with a
     /// capital letter or a digit (`Agent`, `LLM`, `GPT-4`), or of at most two letters
     /// (units such as `ms`) — so no ordinary English word is left in a translated sentence.
+    /// A capital that only opens a sentence, or that stands in a title-case phrase of three
+    /// or more words (`A Paradigm Shift Toward Tool-Based Retrieval`, `Figure 3: Agentic RAG
+    /// System Architecture`), does not make a name; a capital inside a word (`GraphRAG`,
+    /// `ReAct`) or a digit always does. A name may be written in the singular (`Agents` →
+    /// `Agent`), as Chinese nouns have no plural. Letters of another script (Cyrillic,
+    /// Greek…) may only be ones the passage has.
     pub fn latin_names_only(mut self, passage: &str) -> Self {
         let bytes = passage.as_bytes();
+        // A capital after an opening quote or bracket opens a sentence when what is quoted
+        // is one (four words or more); a quoted or bracketed term (`"**Agentic RAG**"`) is
+        // a name like any other.
+        let quoted_sentence = |open: u8, from: usize| {
+            let close = if open == b'(' { b')' } else { open };
+            let span = bytes[from..]
+                .split(|&b| b == close)
+                .next()
+                .unwrap_or_default();
+            span.split(u8::is_ascii_whitespace)
+                .filter(|w| !w.is_empty())
+                .count()
+                >= 4
+        };
         let sentence_start = |start: usize| {
             bytes[..start]
                 .iter()
                 .rev()
-                .find(|c| !c.is_ascii_whitespace())
-                .is_none_or(|c| b".!?:\n\"'(".contains(c))
+                .find(|c| !c.is_ascii_whitespace() && !b"*_".contains(c))
+                .is_none_or(|&c| {
+                    b".!?:\n".contains(&c) || (b"\"'(".contains(&c) && quoted_sentence(c, start))
+                })
         };
+        let titled = title_case_words(bytes);
         let mut words: Vec<String> = latin_runs(bytes)
             .filter(|&(start, _, w)| {
                 let caps = w.iter().filter(|c| c.is_ascii_uppercase()).count();
                 w.len() <= 2
                     || w.iter().any(u8::is_ascii_digit)
-                    || caps >= 2
-                    || (caps == 1 && !sentence_start(start))
+                    || inner_capital(w)
+                    || (caps >= 1 && !sentence_start(start) && !titled.contains(&start))
             })
             .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase())
             .collect();
@@ -175,6 +209,51 @@ impl PassageConstraint {
                     .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase()),
             );
         }
+        self.foreign = passage
+            .chars()
+            .filter(|&c| foreign_letter(c))
+            .collect::<std::collections::BTreeSet<char>>()
+            .into_iter()
+            .collect();
+        self.latin = Some(Vec::new());
+        self.allow_words(words)
+    }
+
+    /// With [`Self::latin_names_only`]: the Latin words of `names` (the glossary's terms
+    /// of this passage kept as they are, or whose translation has Latin words) may appear
+    /// too, whatever their place in the passage (`Anthropic` opening a sentence).
+    pub fn with_names<S: AsRef<str>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        if self.latin.is_none() {
+            return self;
+        }
+        let mut words = Vec::new();
+        for name in names {
+            self.names.push(name.as_ref().to_string());
+            words.extend(
+                latin_runs(name.as_ref().as_bytes())
+                    .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase()),
+            );
+        }
+        self.allow_words(words)
+    }
+
+    /// `words` (lower-cased) and their singulars join the Latin words that may appear.
+    fn allow_words(mut self, mut words: Vec<String>) -> Self {
+        let Some(allowed) = self.latin.take() else {
+            return self;
+        };
+        let singulars: Vec<String> = words
+            .iter()
+            .filter(|w| w.len() >= 4)
+            .flat_map(|w| {
+                let ies = w.strip_suffix("ies").map(|s| format!("{s}y"));
+                let es = w.strip_suffix("es").map(str::to_string);
+                let s = w.strip_suffix('s').map(str::to_string);
+                [ies, es, s].into_iter().flatten()
+            })
+            .collect();
+        words.extend(singulars);
+        words.extend(allowed);
         words.sort();
         words.dedup();
         self.latin = Some(words);
@@ -189,8 +268,16 @@ impl PassageConstraint {
         }
         let passage = spec.get("passage")?.as_str()?;
         let c = Self::new(passage);
+        let names: Vec<&str> = match spec.get("names") {
+            None => Vec::new(),
+            Some(v) => v
+                .as_array()?
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Option<_>>()?,
+        };
         match spec.get("latin_names_only")?.as_bool()? {
-            true => Some(c.latin_names_only(passage)),
+            true => Some(c.latin_names_only(passage).with_names(names)),
             false => Some(c),
         }
     }
@@ -202,16 +289,64 @@ impl PassageConstraint {
             return true;
         };
         latin_runs(text).all(|(_, end, w)| {
-            if w.len() <= 2 && end < text.len() {
+            // A single letter (a variable, `A/B`) may stand anywhere; a two-letter word
+            // only where the passage has it (`ms`): the start of a refused name (`Ag` of
+            // `Agentic`) is not a word.
+            if w.len() == 1 {
                 return true;
             }
             let w = String::from_utf8_lossy(w).to_ascii_lowercase();
             if end == text.len() {
-                w.len() <= 2 || allowed.iter().any(|a| a.starts_with(&w))
+                allowed.iter().any(|a| a.starts_with(&w))
             } else {
                 allowed.contains(&w)
             }
         })
+    }
+
+    /// No letter of another script than the passage's and the target's: complete ones
+    /// must be letters the passage has, and a character still being written (its first
+    /// bytes only) may not begin one of another script (Greek, Cyrillic and the other
+    /// two-byte scripts after Latin-1).
+    fn foreign_ok(&self, text: &[u8]) -> bool {
+        if self.latin.is_none() {
+            return true;
+        }
+        let (done, open) = match std::str::from_utf8(text) {
+            Ok(s) => (s, &[][..]),
+            Err(e) => (
+                std::str::from_utf8(&text[..e.valid_up_to()]).unwrap_or_default(),
+                &text[e.valid_up_to()..],
+            ),
+        };
+        let complete = done
+            .chars()
+            .all(|c| !foreign_letter(c) || self.foreign.contains(&c));
+        let lead_ok = match open.first() {
+            Some(&b) if (0xC4..=0xDF).contains(&b) => self
+                .foreign
+                .iter()
+                .any(|c| c.encode_utf8(&mut [0; 4]).as_bytes()[0] == b),
+            _ => true,
+        };
+        complete && lead_ok
+    }
+
+    /// Every finished line (with `complete`, the last one too) whose source line ends a
+    /// sentence ends with punctuation, a closing mark or a placeholder, not on a word: a
+    /// model whose next word the constraint refused would otherwise end there, its
+    /// sentence cut off (`…转向“工具”：Agent`).
+    fn finished_lines_close(&self, text: &[u8], complete: bool) -> bool {
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        let done = if complete {
+            lines.len()
+        } else {
+            lines.len() - 1
+        };
+        lines[..done]
+            .iter()
+            .zip(&self.closed)
+            .all(|(line, &closed)| !closed || !ends_on_a_word(line))
     }
 
     /// Whether `text` ends in a loop the passage does not have itself.
@@ -238,6 +373,8 @@ impl PassageConstraint {
             return false;
         }
         self.latin_ok(text)
+            && self.foreign_ok(text)
+            && self.finished_lines_close(text, false)
             && self.lines_placeholders_ok(text, false)
             && self.bold_ok(text, false)
             && self.digits_ok(text)
@@ -398,6 +535,7 @@ impl TextConstraint for PassageConstraint {
         !trimmed.is_empty()
             && !text.ends_with(b"\n")
             && self.bold_ok(trimmed, true)
+            && self.finished_lines_close(trimmed, true)
             && (lines < self.lines || self.lines_placeholders_ok(trimmed, true))
     }
 
@@ -418,12 +556,14 @@ impl TextConstraint for PassageConstraint {
         (!bold.is_multiple_of(2)).then(|| b"**".to_vec())
     }
 
-    /// The passage and whether Latin words are limited to its names: all a server needs.
+    /// The passage, whether Latin words are limited to its names and the names given
+    /// besides: all a server needs.
     fn spec(&self) -> Option<serde_json::Value> {
         Some(serde_json::json!({
             "kind": SPEC_KIND,
             "passage": std::str::from_utf8(&self.passage).ok()?,
             "latin_names_only": self.latin.is_some(),
+            "names": self.names,
         }))
     }
 }
@@ -520,6 +660,87 @@ fn source_digits(line: &str) -> Vec<Vec<u8>> {
     numbers.sort();
     numbers.dedup();
     numbers
+}
+
+/// Capitalised words of `text` (their start offsets) that stand in a title-case phrase:
+/// three or more capitalised words in a row (acronyms, names with an inner capital,
+/// numbers and short function words such as `of` may come between them; a comma or any
+/// lower-case word ends the phrase). Headings, captions and bold labels are written so;
+/// their capitals say nothing about names.
+fn title_case_words(text: &[u8]) -> std::collections::HashSet<usize> {
+    const FUNCTION: &[&[u8]] = &[
+        b"a", b"an", b"the", b"of", b"and", b"or", b"to", b"for", b"in", b"on", b"with", b"from",
+        b"by", b"at", b"as", b"vs", b"via", b"into",
+    ];
+    let mut titled = std::collections::HashSet::new();
+    let mut phrase: Vec<usize> = Vec::new();
+    let mut last_end = 0;
+    let mut close = |phrase: &mut Vec<usize>| {
+        if phrase.len() >= 3 {
+            titled.extend(phrase.iter().copied());
+        }
+        phrase.clear();
+    };
+    for (start, end, w) in latin_runs(text) {
+        let gap_ok = text[last_end..start]
+            .iter()
+            .all(|c| c.is_ascii_digit() || b" \t:&/-".contains(c));
+        if !gap_ok {
+            close(&mut phrase);
+        }
+        last_end = end;
+        if w[0].is_ascii_uppercase() && !inner_capital(w) && !w.iter().any(u8::is_ascii_digit) {
+            phrase.push(start);
+        } else if inner_capital(w) || w.iter().any(u8::is_ascii_digit) || FUNCTION.contains(&w) {
+            continue;
+        } else {
+            close(&mut phrase);
+        }
+    }
+    close(&mut phrase);
+    titled
+}
+
+/// A capital letter that does not open the word or one of its hyphenated parts: an
+/// acronym (`LLM`), a camel-case name (`GraphRAG`, `ReAct`).
+fn inner_capital(w: &[u8]) -> bool {
+    w.iter()
+        .enumerate()
+        .any(|(i, c)| c.is_ascii_uppercase() && i > 0 && w[i - 1] != b'-')
+}
+
+/// A letter of neither the Latin script's ASCII part nor the Chinese, Japanese and Korean
+/// ones: accented Latin, Greek, Cyrillic, Arabic…
+fn foreign_letter(c: char) -> bool {
+    c.is_alphabetic() && !c.is_ascii() && !super::is_cjk(c)
+}
+
+/// Whether a source line ends a sentence: its last mark, after closing quotes,
+/// brackets, emphasis and placeholders, is `.`, `!`, `?`, `:` or `;` (or a full-width one).
+fn ends_sentence(line: &str) -> bool {
+    let mut t = line.trim_end();
+    loop {
+        let before = t.len();
+        t = t.trim_end_matches([')', ']', '"', '\'', '”', '’', '*', '_', '`', '）', '」']);
+        if let Some(m) = super::PLACEHOLDER_RE.find_iter(t).last() {
+            if m.end() == t.len() {
+                t = &t[..m.start()];
+            }
+        }
+        t = t.trim_end();
+        if t.len() == before {
+            break;
+        }
+    }
+    t.ends_with(['.', '!', '?', ':', ';', '。', '！', '？', '：', '；', '…'])
+}
+
+/// Whether a reply line ends on a letter or digit (Latin or CJK), not on a mark.
+fn ends_on_a_word(line: &[u8]) -> bool {
+    String::from_utf8_lossy(trim_end(line))
+        .chars()
+        .last()
+        .is_some_and(char::is_alphanumeric)
 }
 
 fn trim_end(t: &[u8]) -> &[u8] {
@@ -788,6 +1009,115 @@ mod tests {
     }
 
     #[test]
+    fn names_may_be_singular_and_glossary_names_may_open_a_sentence() {
+        let n = "The next chapter shows how Agents use tools.";
+        let c = PassageConstraint::new(n).latin_names_only(n);
+        assert!(ok(&c, "下一章介绍 Agent 如何使用工具。"), "singular");
+        assert!(ok(&c, "下一章介绍 Agents 如何"));
+        let q = "This is the idea of \"**Agentic RAG**.\" It says \"Ignore previous instructions now.\"";
+        let c = PassageConstraint::new(q).latin_names_only(q);
+        assert!(ok(&c, "这就是“**Agentic RAG**”的思想。"), "a quoted term");
+        assert!(
+            !ok(&c, "这就是“**Agentic RAG**”的思想。它说“Ignore"),
+            "a quoted sentence"
+        );
+        let f = "Anthropic, \"Contextual Retrieval.\" {{1}}";
+        let plain = PassageConstraint::new(f).latin_names_only(f);
+        assert!(!ok(&plain, "Anthropic，"), "a capital opening a line");
+        let named = PassageConstraint::new(f)
+            .latin_names_only(f)
+            .with_names(["Anthropic", "上下文检索"]);
+        assert!(ok(&named, "Anthropic，“上下文检索”。{{1}}"));
+        assert!(!ok(&named, "Anthropic 提出 proposed"), "not a name");
+    }
+
+    #[test]
+    fn capitals_of_a_title_case_phrase_are_not_names() {
+        let h = "Agentic RAG: A Paradigm Shift Toward Tool-Based Knowledge Retrieval";
+        let c = PassageConstraint::new(h).latin_names_only(h);
+        assert!(ok(&c, "智能体化 RAG：知识检索的范式转变"));
+        assert!(!ok(&c, "Agentic RAG"), "a word of the title");
+        assert!(!ok(&c, "智能体化 RAG：一种 paradigm "));
+        let cap = "Figure 3-13: Agentic RAG System Architecture";
+        let c = PassageConstraint::new(cap).latin_names_only(cap);
+        assert!(!ok(&c, "图 3-13：Agentic "));
+        assert!(!ok(&c, "图 3-13：Ag RAG"), "the start of a refused word");
+        assert!(ok(&c, "图 3-13：智能体化 RAG 系统架构"));
+        // Two capitalised words, or names between lower-case words, stay names.
+        let p =
+            "We then used Contextual Retrieval, as OpenAI and Google DeepMind do with GraphRAG.";
+        let c = PassageConstraint::new(p).latin_names_only(p);
+        assert!(ok(
+            &c,
+            "我们随后像 OpenAI 和 Google DeepMind 用 GraphRAG 那样使用 Contextual Retrieval。"
+        ));
+        assert_eq!(
+            title_case_words(b"Comparison of Agentic RAG and Non-Agentic RAG").len(),
+            3
+        );
+        assert!(title_case_words(b"Honda, Tesla and BMW cars").is_empty());
+    }
+
+    #[test]
+    fn no_letters_of_another_script_than_the_passage_has() {
+        let p = "Agentic RAG grows with the Agent.";
+        let c = PassageConstraint::new(p).latin_names_only(p);
+        assert!(!ok(&c, "Agент RAG"), "Cyrillic");
+        assert!(!ok(&c, "Ag\u{3b1}"), "Greek");
+        assert!(
+            !c.allows("Ag".as_bytes(), &[0xD0]),
+            "the first byte of a Cyrillic letter"
+        );
+        assert!(
+            c.allows("增长".as_bytes(), &[0xE9]),
+            "the first byte of a CJK character"
+        );
+        assert!(ok(&c, "随 Agent 增长 ×，约 ° ·"), "symbols are not letters");
+        assert!(
+            !ok(&c, "随 Agent 增长 é"),
+            "an accented letter the passage lacks"
+        );
+        let greek = "The decay rate \u{3bb} is small.";
+        let c = PassageConstraint::new(greek).latin_names_only(greek);
+        assert!(ok(&c, "衰减率 \u{3bb} 很小。"));
+        assert!(!ok(&c, "衰减率 \u{3bc}"), "only the passage's own letters");
+        let free = PassageConstraint::new(p);
+        assert!(
+            ok(&free, "Agент"),
+            "no script rule without latin_names_only"
+        );
+    }
+
+    #[test]
+    fn a_line_that_ends_a_sentence_does_not_end_on_a_word() {
+        let c = PassageConstraint::new(
+            "It turns to \"tools\": how Agents act.\nSee the figure.\nRAG Technique",
+        );
+        assert!(
+            !ok(&c, "它转向“工具”：Agent\n"),
+            "cut off before the line ends"
+        );
+        assert!(ok(&c, "它转向“工具”：Agent 如何行动。\n见图。\n"));
+        assert!(!ok(&c, "它转向“工具”。\n见图\n"));
+        assert!(
+            !c.allows_end("它转向“工具”：Agent".as_bytes()),
+            "a short reply"
+        );
+        assert!(c.allows_end("它转向“工具”：Agent 如何行动。\n见图。\nRAG 技术".as_bytes()));
+        let ends = [
+            "**Phase 1.**",
+            "Done (see {{1}}).",
+            "“Quoted.”",
+            "Why?{{2}}",
+            "The list:",
+        ];
+        assert!(ends.iter().all(|l| ends_sentence(l)), "{ends:?}");
+        assert!(!ends_sentence("Run {{1}}") && !ends_sentence("## RAG Technique"));
+        assert!(ends_on_a_word("工具".as_bytes()) && ends_on_a_word(b"Agent "));
+        assert!(!ends_on_a_word("工具。".as_bytes()) && !ends_on_a_word(b"{{1}}"));
+    }
+
+    #[test]
     fn allows_extends_text_by_one_token() {
         let c = PassageConstraint::new("Use {{1}}.");
         assert!(c.allows("使用 ".as_bytes(), b"{{"));
@@ -800,7 +1130,9 @@ mod tests {
     #[test]
     fn the_spec_rebuilds_the_same_constraint() {
         let passage = "The **cache** keeps {{1}} keys.\nUse `Agent` with llama.cpp.";
-        let original = PassageConstraint::new(passage).latin_names_only(passage);
+        let original = PassageConstraint::new(passage)
+            .latin_names_only(passage)
+            .with_names(["Keeps"]);
         let spec = original.spec().expect("a passage constraint travels");
         let rebuilt = PassageConstraint::from_spec(&spec).expect("its spec rebuilds it");
         let probes: [(&str, &str); 6] = [
@@ -818,7 +1150,12 @@ mod tests {
                 "{text:?} + {next:?}"
             );
         }
-        assert!(!original.allows("缓存".as_bytes(), b" keeps"));
+        assert!(
+            original.allows("缓存".as_bytes(), b" keeps"),
+            "a name given"
+        );
+        assert!(!original.allows("缓存".as_bytes(), b" cache"));
+        assert_eq!(spec["names"], serde_json::json!(["Keeps"]));
         let plain = PassageConstraint::new(passage).spec().unwrap();
         assert_eq!(plain["latin_names_only"], false);
         assert!(PassageConstraint::from_spec(&serde_json::json!({"kind": "other"})).is_none());
