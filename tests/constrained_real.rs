@@ -194,3 +194,50 @@ fn sentences_end_whole_and_title_words_are_translated_on_the_real_model() {
         }
     }
 }
+
+/// On the real model: inline code shown as written (`` `k1` ``) is written back exactly
+/// once and where its sentence needs it, and maps back to the unit's placeholders.
+#[test]
+fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
+    use quire::units::verbatim;
+    let e = qwen();
+    let ch = quire::book::Chapter {
+        rel_path: "c.md".into(),
+        text: "BM25 introduces two parameters. `k1` controls term-frequency saturation, and `b` controls document-length normalization.\n".to_string(),
+    };
+    let unit = segment_chapter(&ch, 10_000, &EstimateTokens)
+        .unwrap()
+        .into_iter()
+        .find(|u| u.kind == UnitKind::Translate)
+        .unwrap();
+    let sk = Skeleton::of(&unit);
+    let passage = sk.model_text();
+    let shown = verbatim::spans(&unit, &passage);
+    assert_eq!(shown.len(), 2, "{passage}");
+    let display = verbatim::show(&passage, &shown);
+    assert!(display.contains("`k1` controls"), "{display}");
+    let params = quire::translate::passage::constrained_shown(
+        &GenerationParams::default(),
+        &passage,
+        "zh-CN",
+        &[],
+        shown.clone(),
+        200,
+    );
+    let mut cache = e.new_cache().unwrap();
+    let gen = e
+        .generate(&mut cache, &prompt(e, &display), &params, &mut |_| {})
+        .unwrap();
+    let reply = gen.text.trim();
+    assert_eq!(reply.matches("`k1`").count(), 1, "{reply}");
+    assert_eq!(reply.matches("`b`").count(), 1, "{reply}");
+    let hidden = verbatim::hide(reply, &shown);
+    let restored = restore_segment(&unit, &sk.segments[0], &hidden).unwrap();
+    assert!(
+        restored.contains("`k1`") && restored.contains("`b`"),
+        "{restored}"
+    );
+    // `k1` stays the subject of its clause: written before the word for saturation.
+    let (k1, sat) = (reply.find("`k1`").unwrap(), reply.find("饱和"));
+    assert!(sat.is_none_or(|s| k1 < s), "{reply}");
+}

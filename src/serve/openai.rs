@@ -3,10 +3,8 @@
 //! chunks.
 
 use crate::engine::chat_template::Message;
-use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::engine::sampling::SamplingParams;
-use crate::units::constraint::PassageConstraint;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -180,14 +178,14 @@ pub fn parse_request(body: &[u8], served: &str) -> Result<ChatJobSpec, ApiError>
     let stop_strings = stop_strings(req.stop)?;
     let constraint = match &req.quire_constraint {
         None => None,
-        Some(spec) => Some(Constraint::new(PassageConstraint::from_spec(spec).ok_or_else(
+        Some(spec) => Some(crate::units::verbatim::constraint_from_spec(spec).ok_or_else(
             || {
                 ApiError::invalid(
                     "quire_constraint",
                     "not a constraint description this server knows (kind quire.passage/1 with passage and latin_names_only)",
                 )
             },
-        )?)),
+        )?),
     };
     Ok(ChatJobSpec {
         messages,

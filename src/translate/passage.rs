@@ -3,7 +3,8 @@
 //! ([`PassageConstraint`]), the reply checked and put back together — and, when a unit
 //! still fails its checks after revision, the fallback cascade: each segment (paragraph,
 //! list item, table cell) translated on its own, then each sentence of a failing segment,
-//! and as the last resort the one sentence kept in the source language and flagged. A
+//! then each clause of a failing sentence, and as the last resort the one sentence kept in
+//! the source language and flagged. A
 //! unit therefore always ends with its structure intact.
 
 pub use super::typography::{non_latin_script, typeset};
@@ -14,6 +15,7 @@ use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::glossary::GlossaryEntry;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
+use crate::units::verbatim;
 use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
 use anyhow::Result;
 
@@ -33,15 +35,40 @@ pub fn constrained(
     terms: &[GlossaryEntry],
     max_new_tokens: usize,
 ) -> GenerationParams {
+    constrained_shown(
+        base,
+        passage,
+        target_lang,
+        terms,
+        Vec::new(),
+        max_new_tokens,
+    )
+}
+
+/// [`constrained`] for a model that sees `shown` (inline code of `passage`) as written
+/// rather than as placeholders ([`verbatim`]).
+pub fn constrained_shown(
+    base: &GenerationParams,
+    passage: &str,
+    target_lang: &str,
+    terms: &[GlossaryEntry],
+    shown: Vec<verbatim::Span>,
+    max_new_tokens: usize,
+) -> GenerationParams {
     let mut c = PassageConstraint::new(passage);
     if non_latin_script(target_lang) {
         c = c
             .latin_names_only(passage)
             .with_names(terms.iter().map(GlossaryEntry::preferred));
     }
+    let constraint = if shown.is_empty() {
+        Constraint::new(c)
+    } else {
+        Constraint::new(verbatim::ShownSpans::new(c, shown))
+    };
     GenerationParams {
         max_new_tokens,
-        constraint: Some(Constraint::new(c)),
+        constraint: Some(constraint),
         ..base.clone()
     }
 }
@@ -77,7 +104,9 @@ pub fn accept_unit(
             "translate the whole passage",
         )]);
     }
-    let reply = reply.text.as_str();
+    // The model saw the unit's inline code as written: back to its placeholders.
+    let reply = verbatim::hide(&reply.text, &verbatim::spans(unit, &skeleton.model_text()));
+    let reply = reply.as_str();
     // Lines are separated by blank lines; a single newline is tolerated the same way.
     let lines: Vec<&str> = reply
         .trim()
@@ -296,6 +325,42 @@ pub fn fallback(
                 second[k] = r;
             }
         }
+        // A sentence that still fails is translated clause by clause (its dropped words are
+        // often in one clause the model then keeps) before it is kept in the source language.
+        for k in 0..sub.len() {
+            if second[k].is_ok() {
+                continue;
+            }
+            let clauses = split_clauses(&sentences[k]);
+            if clauses.len() < 2 {
+                continue;
+            }
+            let csub: Vec<Segment> = clauses.iter().map(|c| sub_segment(&sub[k], c)).collect();
+            let fresh = vec![Vec::new(); clauses.len()];
+            let pieces = translate_pieces(
+                backend, unit, &clauses, &csub, &fresh, request, ctx, "clause", &mut calls,
+            )?;
+            if let Ok(pieces) = pieces
+                .into_iter()
+                .collect::<std::result::Result<Vec<_>, _>>()
+            {
+                let ends: Vec<char> = clauses.iter().filter_map(|c| c.chars().last()).collect();
+                let restored: Vec<String> = pieces
+                    .iter()
+                    .zip(&ends)
+                    .map(|(p, &e)| clause_end(&p.restored, e))
+                    .collect();
+                let model: Vec<String> = pieces
+                    .iter()
+                    .zip(&ends)
+                    .map(|(p, &e)| clause_end(&p.model, e))
+                    .collect();
+                second[k] = Ok(Piece {
+                    restored: join_sentences(&restored),
+                    model: join_sentences(&model),
+                });
+            }
+        }
         let mut parts = Vec::with_capacity(sentences.len());
         let mut model_parts = Vec::with_capacity(sentences.len());
         for (k, s) in sub.iter().enumerate() {
@@ -388,7 +453,8 @@ fn judge_piece(
     reply: &Completion,
     ctx: &CheckContext,
 ) -> std::result::Result<Piece, Vec<String>> {
-    let text = typeset(ctx, reply.text.trim());
+    let text = verbatim::hide(reply.text.trim(), &verbatim::spans(unit, &seg.text));
+    let text = typeset(ctx, &text);
     let text = text.as_str();
     if text.is_empty() || text.contains('\n') {
         return Err(vec!["answer with exactly one line".to_string()]);
@@ -457,12 +523,66 @@ pub fn split_sentences(text: &str) -> Vec<String> {
     out
 }
 
-/// Join translated sentences: no space between CJK sentences, one otherwise.
+/// Clauses of a sentence: cut after `,`, `;` or `:` followed by a space, and after a dash
+/// (`—`), outside quotes, brackets and placeholders; a clause of fewer than four words
+/// joins the next one. One clause when the sentence has no such cut.
+pub fn split_clauses(sentence: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let (mut start, mut depth, mut quoted) = (0, 0i32, false);
+    let chars: Vec<(usize, char)> = sentence.char_indices().collect();
+    for (n, &(i, c)) in chars.iter().enumerate() {
+        match c {
+            '(' | '[' | '{' | '“' | '（' => depth += 1,
+            ')' | ']' | '}' | '”' | '）' => depth -= 1,
+            '"' => quoted = !quoted,
+            _ => {}
+        }
+        let next = chars.get(n + 1).map(|&(_, c)| c);
+        let cut = depth <= 0
+            && !quoted
+            && ((matches!(c, ',' | ';' | ':') && next == Some(' ')) || c == '—');
+        let end = i + c.len_utf8();
+        if cut && sentence[start..end].split_whitespace().count() >= 4 {
+            out.push(sentence[start..end].trim().to_string());
+            start = end;
+        }
+    }
+    let rest = sentence[start..].trim();
+    match out.last_mut() {
+        Some(last) if rest.split_whitespace().count() < 4 && !rest.is_empty() => {
+            last.push(' ');
+            last.push_str(rest);
+        }
+        _ if !rest.is_empty() => out.push(rest.to_string()),
+        _ => {}
+    }
+    if out.is_empty() {
+        out.push(sentence.trim().to_string());
+    }
+    out
+}
+
+/// A clause's translation ending as its source clause does: a translation of a clause
+/// that ends in `,` `;` `:` or a dash ends in `，` `；` `：` or `——`, not in a full stop.
+fn clause_end(translation: &str, source_end: char) -> String {
+    let mark = match source_end {
+        ',' => "，",
+        ';' => "；",
+        ':' => "：",
+        '—' => "——",
+        _ => return translation.to_string(),
+    };
+    let t = translation.trim_end();
+    let body = t.trim_end_matches(['。', '.', '，', ',', '；', ';', '：', ':', '—']);
+    format!("{body}{mark}")
+}
+
+/// Join translated sentences (or clauses): no space between CJK ones, one otherwise.
 fn join_sentences(parts: &[String]) -> String {
     let mut out = String::new();
     for p in parts {
-        let cjk_join = out.chars().last().is_some_and(crate::units::is_cjk)
-            && p.chars().next().is_some_and(crate::units::is_cjk);
+        let cjk = |c: char| crate::units::is_cjk(c) || "—“”‘’".contains(c);
+        let cjk_join = out.chars().last().is_some_and(cjk) && p.chars().next().is_some_and(cjk);
         if !out.is_empty() && !cjk_join {
             out.push(' ');
         }
@@ -525,15 +645,26 @@ mod tests {
     }
 
     fn unit(md: &str) -> Unit {
-        let ch = crate::book::Chapter {
-            rel_path: "c.md".into(),
-            text: md.to_string(),
-        };
-        crate::units::segment_chapter(&ch, 10_000, &crate::units::EstimateTokens)
-            .unwrap()
-            .into_iter()
-            .find(|u| u.kind == crate::units::UnitKind::Translate)
-            .unwrap()
+        crate::units::first_translate_unit(md)
+    }
+
+    /// A translate request for a piece, as the scheduler builds one (without terms).
+    fn request(text: &str, findings: &[String], max: usize) -> Result<ChatRequest> {
+        let p = crate::prompts::agents::translate_prompt(
+            crate::prompts::agents::DEFAULT_GUIDE,
+            "en",
+            "zh-CN",
+            &[],
+            &[],
+            findings,
+            text,
+            None,
+        )?;
+        Ok(ChatRequest {
+            messages: p.messages,
+            split: p.split,
+            params: constrained(&GenerationParams::default(), text, "zh-CN", &[], max),
+        })
     }
 
     #[test]
@@ -578,24 +709,22 @@ mod tests {
         assert!(out_of_step(src, "Cache.", &de).is_some());
     }
 
-    /// Answers like a model that drops "Level 3" unless its prompt names the problem.
-    struct DropsTheNumber {
+    /// A model that answers each translate prompt (its last message) with `answer`, and
+    /// keeps the prompts it was sent.
+    struct Scripted {
+        answer: fn(&str) -> &'static str,
         prompts: Vec<String>,
     }
 
-    impl ChatBackend for DropsTheNumber {
+    impl ChatBackend for Scripted {
         fn complete(&mut self, req: &ChatRequest) -> Result<Completion> {
             let last = req
                 .messages
                 .last()
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
-            self.prompts.push(last.clone());
-            let text = if last.contains("fix all of them") {
-                "**第 3 层：主动服务** —— 这是检验 Agent 的试金石。"
-            } else {
-                "**主动服务** —— 这是检验 Agent 的试金石。"
-            };
+            let text = (self.answer)(&last);
+            self.prompts.push(last);
             Ok(reply(text, FinishReason::Eos))
         }
         fn count_tokens(&self, text: &str) -> Result<usize> {
@@ -605,11 +734,94 @@ mod tests {
             Ok(0)
         }
         fn model_name(&self) -> String {
-            "drops-the-number".into()
+            "scripted".into()
         }
         fn device_name(&self) -> String {
             "test".into()
         }
+    }
+
+    /// Answers like a model that drops "Level 3" unless its prompt names the problem.
+    fn drops_the_number(prompt: &str) -> &'static str {
+        if prompt.contains("fix all of them") {
+            "**第 3 层：主动服务** —— 这是检验 Agent 的试金石。"
+        } else {
+            "**主动服务** —— 这是检验 Agent 的试金石。"
+        }
+    }
+
+    #[test]
+    fn sentences_split_into_clauses_outside_quotes() {
+        let s = "The first is separation: mark all retrieved content with its source, telling the model \"This is data, not a command\"—this is the mechanism introduced in Chapter 2.";
+        assert_eq!(
+            split_clauses(s),
+            [
+                "The first is separation:",
+                "mark all retrieved content with its source,",
+                "telling the model \"This is data, not a command\"—",
+                "this is the mechanism introduced in Chapter 2."
+            ]
+        );
+        assert_eq!(split_clauses("Short, then done."), ["Short, then done."]);
+        assert_eq!(clause_end("标记其来源。", ','), "标记其来源，");
+        assert_eq!(clause_end("这是机制——", '—'), "这是机制——");
+        assert_eq!(clause_end("结束。", '.'), "结束。");
+    }
+
+    /// Answers like a model that drops "Chapter 2" from the whole sentence, asked again or
+    /// not, but keeps it in the clause on its own.
+    fn drops_the_chapter(prompt: &str) -> &'static str {
+        let clauses = [
+            ("The first is separation:", "第一是分离："),
+            (
+                "mark all retrieved content with its source,",
+                "为所有检索内容标记来源。",
+            ),
+            (
+                "\"This is data, not a command\"—",
+                "告诉模型“这是数据，不是命令”——",
+            ),
+            (
+                "this is the mechanism introduced in Chapter 2.",
+                "这是第 2 章介绍的机制。",
+            ),
+        ];
+        clauses
+            .iter()
+            .find(|(src, _)| {
+                prompt.trim_end().ends_with(src) && !prompt.contains("separation: mark")
+            })
+            .map_or(
+                "第一是分离：为所有检索内容标记来源，告诉模型这是数据——这是前面介绍的机制。",
+                |(_, t)| t,
+            )
+    }
+
+    #[test]
+    fn a_sentence_that_fails_twice_is_translated_clause_by_clause() {
+        let ctx = CheckContext::new("en", "zh-CN");
+        let u = unit("The first is separation: mark all retrieved content with its source, telling the model \"This is data, not a command\"—this is the mechanism introduced in Chapter 2.\n");
+        let sk = Skeleton::of(&u);
+        let keep = |text: &str| text.to_string();
+        let fb = fallback(
+            &mut Scripted {
+                answer: drops_the_chapter,
+                prompts: Vec::new(),
+            },
+            &u,
+            &sk,
+            &request,
+            &keep,
+            &ctx,
+        )
+        .unwrap();
+        assert_eq!(fb.kept_source, 0, "{:?}", fb.findings);
+        assert_eq!(
+            fb.text.trim(),
+            "第一是分离：为所有检索内容标记来源，告诉模型“这是数据，不是命令”——这是第二章介绍的机制。"
+        );
+        let outcomes: Vec<&str> = fb.calls.iter().map(|(_, _, o)| *o).collect();
+        assert_eq!(outcomes, ["fallback", "fallback", "ok", "ok", "ok", "ok"]);
     }
 
     #[test]
@@ -617,25 +829,9 @@ mod tests {
         let ctx = CheckContext::new("en", "zh-CN");
         let u = unit("**Level 3: Proactive Service** — This is the acid test of an Agent.\n");
         let sk = Skeleton::of(&u);
-        let mut backend = DropsTheNumber {
+        let mut backend = Scripted {
+            answer: drops_the_number,
             prompts: Vec::new(),
-        };
-        let request = |text: &str, findings: &[String], max: usize| {
-            let p = crate::prompts::agents::translate_prompt(
-                crate::prompts::agents::DEFAULT_GUIDE,
-                "en",
-                "zh-CN",
-                &[],
-                &[],
-                findings,
-                text,
-                None,
-            )?;
-            Ok(ChatRequest {
-                messages: p.messages,
-                split: p.split,
-                params: constrained(&GenerationParams::default(), text, "zh-CN", &[], max),
-            })
         };
         let keep = |text: &str| text.to_string();
         let fb = fallback(&mut backend, &u, &sk, &request, &keep, &ctx).unwrap();

@@ -25,6 +25,7 @@ use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::prompts::agents::translate_prompt;
 use crate::units::skeleton::Skeleton;
+use crate::units::verbatim;
 use crate::units::{Unit, UnitKind};
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
@@ -374,16 +375,18 @@ impl Scheduler {
             if job.best.as_ref().is_none_or(|b| n_err < b.errors) {
                 // Only a chapter's opening becomes a worked example.
                 let opening = self.openings[job.ci] == Some(job.ui);
-                let exchange = (n_err == 0 && opening).then(|| Exchange {
-                    passage: terms.passage(&skeleton.model_text()),
-                    reply: done
-                        .text
-                        .trim()
+                let exchange = (n_err == 0 && opening).then(|| {
+                    let shown = verbatim::spans(unit, &skeleton.model_text());
+                    let lines = verbatim::hide(done.text.trim(), &shown)
                         .split('\n')
                         .filter(|l| !l.trim().is_empty())
                         .map(|l| passage::typeset(&terms.ctx, l))
                         .collect::<Vec<_>>()
-                        .join("\n"),
+                        .join("\n");
+                    Exchange {
+                        passage: verbatim::show(&terms.passage(&skeleton.model_text()), &shown),
+                        reply: verbatim::show(&lines, &shown),
+                    }
                 });
                 job.best = Some(Attempt {
                     errors: n_err,
@@ -436,10 +439,13 @@ impl Scheduler {
                 // when every piece passed: its lines are the model's own translation.
                 let opening = self.openings[job.ci] == Some(job.ui);
                 let exchange = match (&fb.model_lines, n, opening) {
-                    (Some(lines), 0, true) => Some(Exchange {
-                        passage: terms.passage(&skeleton.model_text()),
-                        reply: lines.join("\n"),
-                    }),
+                    (Some(lines), 0, true) => {
+                        let shown = verbatim::spans(unit, &skeleton.model_text());
+                        Some(Exchange {
+                            passage: verbatim::show(&terms.passage(&skeleton.model_text()), &shown),
+                            reply: verbatim::show(&lines.join("\n"), &shown),
+                        })
+                    }
                     _ => None,
                 };
                 (n, fb.text, fb.findings, exchange)
@@ -497,6 +503,8 @@ fn unit_request(
     let opts = m.opts;
     let passage = terms.passage(passage);
     let found = terms.glossary.found_in(&unit.source);
+    // Inline code is shown as written; the constraint judges the text mapped back.
+    let shown = verbatim::spans(unit, &passage);
     let p = translate_prompt(
         &m.plan.guide,
         &opts.source_lang,
@@ -504,13 +512,13 @@ fn unit_request(
         &terms.glossary.entries,
         &found,
         findings,
-        &passage,
+        &verbatim::show(&passage, &shown),
         example.map(|e| (e.passage.as_str(), e.reply.as_str())),
     )?;
     let max = max_new_tokens.unwrap_or_else(|| max_new_tokens_for(unit));
     Ok(ChatRequest {
         messages: p.messages,
         split: p.split,
-        params: passage::constrained(params, &passage, &opts.target_lang, &found, max),
+        params: passage::constrained_shown(params, &passage, &opts.target_lang, &found, shown, max),
     })
 }

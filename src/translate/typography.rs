@@ -8,7 +8,8 @@
 //!   inflect nouns: `Agents` → `Agent` for a kept term `Agent`, `LLMs` → `LLM` for any
 //!   acronym;
 //! * for Chinese, a chapter number in Chinese numerals: `第 2 章` → `第二章`, as Chinese
-//!   books write it.
+//!   books write it, and straight double quotes as curly ones (`"蒸馏"` → `“蒸馏”`), without
+//!   spaces between them and the Chinese text around them.
 
 use crate::checks::CheckContext;
 use regex::Regex;
@@ -48,6 +49,7 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
     let mut out = singular(&autocorrect::format(line), &kept);
     out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
     if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
+        out = curly_quotes(&out);
         out = CHAPTER_RE
             .replace_all(&out, |c: &regex::Captures| {
                 let n: usize = c[1].parse().unwrap_or(0);
@@ -57,6 +59,54 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
                 }
             })
             .into_owned();
+    }
+    out
+}
+
+/// `line` with its straight double quotes as curly ones, when it is Chinese text (it has
+/// CJK characters) and its quotes pair up; spaces between a quote and CJK text, or inside
+/// the quotes, are dropped (`用户搜索 " 模型蒸馏 "。` → `用户搜索“模型蒸馏”。`). An odd
+/// number of quotes is left as it is: which one is missing cannot be told.
+fn curly_quotes(line: &str) -> String {
+    let n = line.matches('"').count();
+    if n == 0 || !n.is_multiple_of(2) || !line.chars().any(crate::units::is_cjk) {
+        return line.to_string();
+    }
+    let mut chars = Vec::with_capacity(line.len());
+    let mut open = true;
+    for c in line.chars() {
+        chars.push(match c {
+            '"' if open => '“',
+            '"' => '”',
+            c => c,
+        });
+        if c == '"' {
+            open = !open;
+        }
+    }
+    let chinese = |c: Option<&char>| {
+        c.is_some_and(|&c| crate::units::is_cjk(c) || "，。：；？！、（）".contains(c))
+    };
+    let mut out = String::with_capacity(line.len() + n * 2);
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != ' ' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let end = (i..chars.len())
+            .find(|&k| chars[k] != ' ')
+            .unwrap_or(chars.len());
+        let (before, after) = (i.checked_sub(1).map(|k| &chars[k]), chars.get(end));
+        let drop = (after == Some(&'“') && chinese(before))
+            || (before == Some(&'”') && chinese(after))
+            || before == Some(&'“')
+            || after == Some(&'”');
+        if !drop {
+            out.extend(&chars[i..end]);
+        }
+        i = end;
     }
     out
 }
@@ -134,6 +184,15 @@ mod tests {
         );
         assert_eq!(chinese_number(10).as_deref(), Some("十"));
         assert_eq!(chinese_number(31).as_deref(), Some("三十一"));
+        assert_eq!(
+            typeset(&c, "用户搜索 \" 模型蒸馏 \"。搜索 \"kitty\" 不会找到"),
+            "用户搜索“模型蒸馏”。搜索“kitty”不会找到"
+        );
+        assert_eq!(
+            typeset(&c, "一个 \" 未配对的引号"),
+            "一个 \" 未配对的引号",
+            "an odd quote is left"
+        );
         // Placeholders are never touched.
         assert_eq!(typeset(&c, "运行{{1}}即可"), "运行{{1}}即可");
     }

@@ -71,13 +71,18 @@ fn month_numbers(text: &str) -> impl Iterator<Item = u32> + '_ {
     })
 }
 
+/// A short quoted span (straight or curly double quotes): group 1 or 2 what is quoted.
+static QUOTED_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""([^"\n]{1,48})"|“([^”\n]{1,48})”"#).expect("valid quote regex")
+});
+
 /// A placeholder written by the model, in bytes (tolerated spacing); group 1 its number.
 static PLACEHOLDER_BYTES_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{\{\s*([0-9]+)\s*\}\}").expect("valid placeholder regex"));
 
-/// A dotted or slashed name: `llama.cpp`, `config/default`.
+/// A dotted, slashed or `@` name: `llama.cpp`, `config/default`, `recall@k`.
 static DOTTED_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[A-Za-z0-9_-]+(?:[./][A-Za-z0-9_-]+)+").expect("valid name regex")
+    Regex::new(r"[A-Za-z0-9_-]+(?:[./@][A-Za-z0-9_-]+)+").expect("valid name regex")
 });
 
 /// What a passage's translation may contain.
@@ -107,6 +112,10 @@ pub struct PassageConstraint {
     digits: Vec<Vec<Vec<u8>>>,
     /// For a target in a non-Latin script: the Latin words that may appear (lower-cased).
     latin: Option<Vec<String>>,
+    /// With `latin`: the allowed words with a capital inside (`GraphRAG`, `LLMs`, and
+    /// their singulars) as the passage writes them — a word written with a capital inside
+    /// must be one of these (or all capitals), so `AgenT` is not `Agent`.
+    mixed_case: Vec<String>,
     /// With `latin`: the letters of other scripts than Latin and the target's that the
     /// passage has (a reply may have no others: `Agент` is not a word).
     foreign: Vec<char>,
@@ -150,6 +159,7 @@ impl PassageConstraint {
                 .replace_all(passage, "")
                 .contains("{{"),
             latin: None,
+            mixed_case: Vec::new(),
             foreign: Vec::new(),
             names: Vec::new(),
             closed: passage.split('\n').map(ends_sentence).collect(),
@@ -163,7 +173,9 @@ impl PassageConstraint {
     /// A capital that only opens a sentence, or that stands in a title-case phrase of three
     /// or more words (`A Paradigm Shift Toward Tool-Based Retrieval`, `Figure 3: Agentic RAG
     /// System Architecture`), does not make a name; a capital inside a word (`GraphRAG`,
-    /// `ReAct`) or a digit always does. A name may be written in the singular (`Agents` →
+    /// `ReAct`) or a digit always does, and so do words quoted on their own (`"bank"` in
+    /// `"bank" in "river bank"`: the English word itself is the subject) and words of
+    /// dotted, slashed or `@` names (`recall@k`). A name may be written in the singular (`Agents` →
     /// `Agent`), as Chinese nouns have no plural. Letters of another script (Cyrillic,
     /// Greek…) may only be ones the passage has.
     pub fn latin_names_only(mut self, passage: &str) -> Self {
@@ -200,13 +212,26 @@ impl PassageConstraint {
                     || inner_capital(w)
                     || (caps >= 1 && !sentence_start(start) && !titled.contains(&start))
             })
-            .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase())
+            .map(|(_, _, w)| String::from_utf8_lossy(w).into_owned())
             .collect();
+        // Words quoted on their own (up to three: `"bank"`, `"river bank"`) are mentioned,
+        // not used: the text speaks of the English words themselves, which a translation
+        // keeps (`"kitty"` translated is no longer the example of a synonym).
+        for c in QUOTED_RE.captures_iter(bytes) {
+            let q = c.get(1).or(c.get(2)).map_or(&[][..], |m| m.as_bytes());
+            if q.split(u8::is_ascii_whitespace)
+                .filter(|w| !w.is_empty())
+                .count()
+                <= 3
+            {
+                words
+                    .extend(latin_runs(q).map(|(_, _, w)| String::from_utf8_lossy(w).into_owned()));
+            }
+        }
         // Words of dotted or slashed names (`llama.cpp`, `en/zh`) are names too.
         for m in DOTTED_RE.find_iter(bytes) {
             words.extend(
-                latin_runs(m.as_bytes())
-                    .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase()),
+                latin_runs(m.as_bytes()).map(|(_, _, w)| String::from_utf8_lossy(w).into_owned()),
             );
         }
         self.foreign = passage
@@ -231,15 +256,17 @@ impl PassageConstraint {
             self.names.push(name.as_ref().to_string());
             words.extend(
                 latin_runs(name.as_ref().as_bytes())
-                    .map(|(_, _, w)| String::from_utf8_lossy(w).to_ascii_lowercase()),
+                    .map(|(_, _, w)| String::from_utf8_lossy(w).into_owned()),
             );
         }
         self.allow_words(words)
     }
 
-    /// `words` (lower-cased) and their singulars join the Latin words that may appear.
+    /// `words` (as written) and their singulars join the Latin words that may appear:
+    /// lower-cased in `latin`, and as written in `mixed_case` when they have a capital
+    /// inside.
     fn allow_words(mut self, mut words: Vec<String>) -> Self {
-        let Some(allowed) = self.latin.take() else {
+        let Some(mut allowed) = self.latin.take() else {
             return self;
         };
         let singulars: Vec<String> = words
@@ -253,10 +280,18 @@ impl PassageConstraint {
             })
             .collect();
         words.extend(singulars);
-        words.extend(allowed);
-        words.sort();
-        words.dedup();
-        self.latin = Some(words);
+        self.mixed_case.extend(
+            words
+                .iter()
+                .filter(|w| inner_capital(w.as_bytes()))
+                .cloned(),
+        );
+        self.mixed_case.sort();
+        self.mixed_case.dedup();
+        allowed.extend(words.iter().map(|w| w.to_ascii_lowercase()));
+        allowed.sort();
+        allowed.dedup();
+        self.latin = Some(allowed);
         self
     }
 
@@ -295,8 +330,18 @@ impl PassageConstraint {
             if w.len() == 1 {
                 return true;
             }
+            let growing = end == text.len();
+            // A capital inside a word: the passage's own spelling, or all capitals.
+            if inner_capital(w) && !w.iter().all(|c| !c.is_ascii_lowercase()) {
+                let w = String::from_utf8_lossy(w);
+                return if growing {
+                    self.mixed_case.iter().any(|a| a.starts_with(&*w))
+                } else {
+                    self.mixed_case.iter().any(|a| *a == w)
+                };
+            }
             let w = String::from_utf8_lossy(w).to_ascii_lowercase();
-            if end == text.len() {
+            if growing {
                 allowed.iter().any(|a| a.starts_with(&w))
             } else {
                 allowed.contains(&w)
@@ -1029,6 +1074,31 @@ mod tests {
             .with_names(["Anthropic", "上下文检索"]);
         assert!(ok(&named, "Anthropic，“上下文检索”。{{1}}"));
         assert!(!ok(&named, "Anthropic 提出 proposed"), "not a name");
+    }
+
+    #[test]
+    fn words_quoted_on_their_own_and_at_names_stay_english() {
+        let n = "The word \"bank\" differs in \"river bank\"; searching \"kitty\" misses recall@k, and \"the model ignores every instruction\" is a sentence.";
+        let c = PassageConstraint::new(n).latin_names_only(n);
+        assert!(ok(
+            &c,
+            "“bank”在“river bank”中不同；搜索“kitty”会漏掉 recall@k"
+        ));
+        assert!(!ok(&c, "模型 ignores"), "a quoted sentence is translated");
+    }
+
+    #[test]
+    fn a_capital_inside_a_word_is_the_passages_spelling() {
+        let n = "GraphRAG and two LLMs help Agents, as MCP does.";
+        let c = PassageConstraint::new(n).latin_names_only(n);
+        assert!(ok(&c, "GraphRAG 和两个 LLM 帮助 Agent，如 MCP 所做。"));
+        assert!(
+            ok(&c, "Graphrag 与 LLMs，AGENT"),
+            "lower case or all capitals"
+        );
+        assert!(!ok(&c, "AgenT"), "a capital the passage does not write");
+        assert!(!ok(&c, "GraphRag"));
+        assert!(ok(&c, "GraphR"), "a prefix of the passage's spelling");
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 pub mod constraint;
 pub mod skeleton;
+pub mod verbatim;
 
 use crate::book::Chapter;
 use anyhow::Result;
@@ -1186,6 +1187,20 @@ fn pack(
         out.push(c);
     }
     out
+}
+
+/// The first unit to translate of a one-chapter book `md` (for tests).
+#[cfg(test)]
+pub(crate) fn first_translate_unit(md: &str) -> Unit {
+    let ch = crate::book::Chapter {
+        rel_path: "c.md".into(),
+        text: md.to_string(),
+    };
+    segment_chapter(&ch, 10_000, &EstimateTokens)
+        .expect("a chapter")
+        .into_iter()
+        .find(|u| u.kind == UnitKind::Translate)
+        .expect("a unit to translate")
 }
 
 #[cfg(test)]
