@@ -294,37 +294,9 @@ pub fn fallback(
         }
         let sentences = split_sentences(&seg.text);
         let sub: Vec<Segment> = sentences.iter().map(|s| sub_segment(seg, s)).collect();
-        let fresh = vec![Vec::new(); sentences.len()];
-        let mut second = translate_pieces(
-            backend, unit, &sentences, &sub, &fresh, request, ctx, "sentence", &mut calls,
+        let mut second = translate_retrying(
+            backend, unit, &sentences, &sub, request, ctx, "sentence", &mut calls,
         )?;
-        // A sentence that failed is asked once more with what was wrong with it (a number
-        // the model dropped, a placeholder it lost): cheaper than a person's time.
-        let failed: Vec<usize> = (0..sub.len())
-            .filter(|&k| second[k].as_ref().is_err_and(|why| !why.is_empty()))
-            .collect();
-        if !failed.is_empty() {
-            let texts: Vec<&str> = failed.iter().map(|&k| sentences[k].as_str()).collect();
-            let segs: Vec<Segment> = failed.iter().map(|&k| sub[k].clone()).collect();
-            let why: Vec<Vec<String>> = failed
-                .iter()
-                .map(|&k| second[k].clone().err().unwrap_or_default())
-                .collect();
-            let retried = translate_pieces(
-                backend,
-                unit,
-                &texts,
-                &segs,
-                &why,
-                request,
-                ctx,
-                "sentence retry",
-                &mut calls,
-            )?;
-            for (&k, r) in failed.iter().zip(retried) {
-                second[k] = r;
-            }
-        }
         // A sentence that still fails is translated clause by clause (its dropped words are
         // often in one clause the model then keeps) before it is kept in the source language.
         for k in 0..sub.len() {
@@ -336,9 +308,8 @@ pub fn fallback(
                 continue;
             }
             let csub: Vec<Segment> = clauses.iter().map(|c| sub_segment(&sub[k], c)).collect();
-            let fresh = vec![Vec::new(); clauses.len()];
-            let pieces = translate_pieces(
-                backend, unit, &clauses, &csub, &fresh, request, ctx, "clause", &mut calls,
+            let pieces = translate_retrying(
+                backend, unit, &clauses, &csub, request, ctx, "clause", &mut calls,
             )?;
             if let Ok(pieces) = pieces
                 .into_iter()
@@ -407,6 +378,53 @@ pub fn fallback(
         model_lines: (kept_source == 0).then_some(model_lines),
         kept_source,
     })
+}
+
+/// [`translate_pieces`] for fresh pieces, then once more for each that failed with what
+/// was wrong with it (a number the model dropped, a placeholder it lost): cheaper than a
+/// person's time. Not after a reply that ran on to its allowance (no findings).
+#[allow(clippy::too_many_arguments)]
+fn translate_retrying(
+    backend: &mut dyn ChatBackend,
+    unit: &Unit,
+    texts: &[String],
+    segs: &[Segment],
+    request: &RequestFor,
+    ctx: &CheckContext,
+    what: &str,
+    calls: &mut Vec<(String, Completion, &'static str)>,
+) -> Result<Vec<std::result::Result<Piece, Vec<String>>>> {
+    let fresh = vec![Vec::new(); texts.len()];
+    let mut out = translate_pieces(
+        backend, unit, texts, segs, &fresh, request, ctx, what, calls,
+    )?;
+    let failed: Vec<usize> = (0..out.len())
+        .filter(|&k| out[k].as_ref().is_err_and(|why| !why.is_empty()))
+        .collect();
+    if failed.is_empty() {
+        return Ok(out);
+    }
+    let again: Vec<&str> = failed.iter().map(|&k| texts[k].as_str()).collect();
+    let again_segs: Vec<Segment> = failed.iter().map(|&k| segs[k].clone()).collect();
+    let why: Vec<Vec<String>> = failed
+        .iter()
+        .map(|&k| out[k].clone().err().unwrap_or_default())
+        .collect();
+    let retried = translate_pieces(
+        backend,
+        unit,
+        &again,
+        &again_segs,
+        &why,
+        request,
+        ctx,
+        &format!("{what} retry"),
+        calls,
+    )?;
+    for (&k, r) in failed.iter().zip(retried) {
+        out[k] = r;
+    }
+    Ok(out)
 }
 
 /// Translate independent pieces in one batch, each with the findings of its earlier attempt

@@ -9,7 +9,9 @@
 //!   acronym;
 //! * for Chinese, a chapter number in Chinese numerals: `第 2 章` → `第二章`, as Chinese
 //!   books write it, and straight double quotes as curly ones (`"蒸馏"` → `“蒸馏”`), without
-//!   spaces between them and the Chinese text around them.
+//!   spaces between them and the Chinese text around them, and a figure or table label
+//!   set apart from its caption by a space, not a colon (`图 3-5：RAG 查询流程` → `图 3-5 RAG
+//!   查询流程`).
 
 use crate::checks::CheckContext;
 use regex::Regex;
@@ -19,6 +21,11 @@ use std::sync::LazyLock;
 /// An acronym in the plural: `LLMs`, `APIs`, `GPUs`.
 static ACRONYM_PLURAL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b([A-Z][A-Z0-9]+)s\b").expect("valid acronym regex"));
+
+/// A figure or table label opening a caption with a colon: `图 3-5：`, `表3-3:`.
+static CAPTION_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(图|表)\s*([0-9]+(?:[-.][0-9]+)*)\s*[：:]\s*").expect("valid caption regex")
+});
 
 /// A chapter number written with digits: `第 2 章`, `第12章`.
 static CHAPTER_RE: LazyLock<Regex> =
@@ -50,6 +57,7 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
     out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
     if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
         out = curly_quotes(&out);
+        out = CAPTION_RE.replace(&out, "$1 $2 ").into_owned();
         out = CHAPTER_RE
             .replace_all(&out, |c: &regex::Captures| {
                 let n: usize = c[1].parse().unwrap_or(0);
@@ -193,6 +201,12 @@ mod tests {
             "一个 \" 未配对的引号",
             "an odd quote is left"
         );
+        assert_eq!(
+            typeset(&c, "图 3-5：RAG 查询流程"),
+            "图 3-5 RAG 查询流程",
+            "a caption's label"
+        );
+        assert_eq!(typeset(&c, "如图 3-5：所示"), "如图 3-5：所示");
         // Placeholders are never touched.
         assert_eq!(typeset(&c, "运行{{1}}即可"), "运行{{1}}即可");
     }
