@@ -383,10 +383,7 @@ impl Scheduler {
                         .map(|l| passage::typeset(&terms.ctx, l))
                         .collect::<Vec<_>>()
                         .join("\n");
-                    Exchange {
-                        passage: verbatim::show(&terms.passage(&skeleton.model_text()), &shown),
-                        reply: verbatim::show(&lines, &shown),
-                    }
+                    worked_example(unit, &skeleton, terms, &lines)
                 });
                 job.best = Some(Attempt {
                     errors: n_err,
@@ -440,11 +437,7 @@ impl Scheduler {
                 let opening = self.openings[job.ci] == Some(job.ui);
                 let exchange = match (&fb.model_lines, n, opening) {
                     (Some(lines), 0, true) => {
-                        let shown = verbatim::spans(unit, &skeleton.model_text());
-                        Some(Exchange {
-                            passage: verbatim::show(&terms.passage(&skeleton.model_text()), &shown),
-                            reply: verbatim::show(&lines.join("\n"), &shown),
-                        })
+                        Some(worked_example(unit, skeleton, terms, &lines.join("\n")))
                     }
                     _ => None,
                 };
@@ -483,6 +476,17 @@ impl Scheduler {
         self.out.texts[job.ci][job.ui] = Some(text);
         m.finish_unit(unit, &job.key, &entry)?;
         Ok(())
+    }
+}
+
+/// A chapter opening's worked example: the unit's passage and its accepted `reply` (the
+/// typeset lines, placeholders as tokens), both with the inline code the model was shown.
+fn worked_example(unit: &Unit, skeleton: &Skeleton, terms: &Terms, reply: &str) -> Exchange {
+    let model_text = skeleton.model_text();
+    let shown = verbatim::spans(unit, &model_text);
+    Exchange {
+        passage: verbatim::show(&terms.passage(&model_text), &shown),
+        reply: verbatim::show(reply, &shown),
     }
 }
 
