@@ -38,6 +38,12 @@ pub struct GlossaryEntry {
     /// Inferred by a model and not yet reviewed by a person.
     #[serde(default)]
     pub needs_review: bool,
+    /// For a term kept in the source language: the target-language words a model writes
+    /// for it (`Skill` → `技能`). Where a translated line has the term fewer times than its
+    /// source line, these are written back as the term, up to the missing count, so the
+    /// book keeps the term the same way everywhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<String>,
 }
 
 impl GlossaryEntry {
@@ -50,6 +56,7 @@ impl GlossaryEntry {
             context: None,
             house: true,
             needs_review: false,
+            replaces: Vec::new(),
         }
     }
 
@@ -194,6 +201,7 @@ impl Glossary {
                             context: None,
                             house: true,
                             needs_review: false,
+                            replaces: Vec::new(),
                         });
                     }
                 }
@@ -261,7 +269,7 @@ impl Serialize for Keyed<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let e = self.entry;
-        let mut m = s.serialize_map(Some(6))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry(&self.keys.0, &e.source)?;
         match e.target.as_slice() {
             [one] => m.serialize_entry(&self.keys.1, one)?,
@@ -271,6 +279,9 @@ impl Serialize for Keyed<'_> {
         m.serialize_entry("context", e.context.as_deref().unwrap_or(""))?;
         m.serialize_entry("house", &e.house)?;
         m.serialize_entry("needs_review", &e.needs_review)?;
+        if !e.replaces.is_empty() {
+            m.serialize_entry("replaces", &e.replaces)?;
+        }
         m.end()
     }
 }
@@ -358,6 +369,28 @@ fn make_entry<'a>(
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
+    let replaces: Vec<String> = match get("replaces") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.trim().to_string()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str().map(|s| s.trim().to_string()).ok_or_else(|| {
+                    anyhow!(
+                        "term #{} (\"{source}\"): \"replaces\" must list strings",
+                        i + 1
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+        Some(_) => bail!(
+            "term #{} (\"{source}\"): \"replaces\" must be a string or a list",
+            i + 1
+        ),
+    }
+    .into_iter()
+    .filter(|t| !t.is_empty())
+    .collect();
     Ok(GlossaryEntry {
         source,
         target,
@@ -367,19 +400,27 @@ fn make_entry<'a>(
         needs_review: get("needs_review")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        replaces,
     })
 }
 
 /// Whether `term` occurs in `haystack_lower` (already lower-cased) as a whole word, with
 /// an optional plural ending; non-Latin terms match as plain substrings.
 pub fn contains_term(haystack_lower: &str, term_lower: &str) -> bool {
-    if term_lower.is_empty() {
-        return false;
+    count_term(haystack_lower, term_lower, 1) > 0
+}
+
+/// How many times `term` occurs in `haystack_lower` as [`contains_term`] matches it,
+/// counting at most `limit`.
+pub fn count_term(haystack_lower: &str, term_lower: &str, limit: usize) -> usize {
+    if term_lower.is_empty() || limit == 0 {
+        return 0;
     }
+    let mut found = 0;
     let latin_edges = term_lower.starts_with(|c: char| c.is_ascii_alphanumeric())
         || term_lower.ends_with(|c: char| c.is_ascii_alphanumeric());
     if !latin_edges {
-        return haystack_lower.contains(term_lower);
+        return haystack_lower.matches(term_lower).count().min(limit);
     }
     let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut from = 0;
@@ -403,11 +444,16 @@ pub fn contains_term(haystack_lower: &str, term_lower: &str) -> bool {
             rest2.chars().next().is_none_or(|c| !is_word(c))
         };
         if before_ok && after_ok {
-            return true;
+            found += 1;
+            if found == limit {
+                return found;
+            }
+            from = end;
+            continue;
         }
         from = start + term_lower.chars().next().map(char::len_utf8).unwrap_or(1);
     }
-    false
+    found
 }
 
 #[cfg(test)]
@@ -476,5 +522,28 @@ mod tests {
         assert!(!contains_term("agentic flows", "agent"));
         assert!(contains_term("用智能体完成", "智能体"));
         assert!(contains_term("batches of work", "batch"));
+        assert_eq!(count_term("Skills, a Skill and SubSkill", "Skill", 9), 2);
+        assert_eq!(
+            count_term("skill skills skill", "skill", 2),
+            2,
+            "at most the limit"
+        );
+        assert_eq!(count_term("技能和技能", "技能", 9), 2);
+    }
+
+    #[test]
+    fn a_kept_terms_replacements_travel_in_glossary_json() {
+        let text = r#"[{"en":"Skill","zh":"Skill","pos":"","context":"","house":false,"needs_review":true,"replaces":["技能"]}]"#;
+        let g = Glossary::parse_json(text, "en", "zh-CN").unwrap();
+        assert_eq!(g.entries[0].replaces, ["技能"]);
+        assert_eq!(g.to_json("en", "zh-CN", false).unwrap(), text);
+        let one = text.replace(r#"["技能"]"#, r#""技能""#);
+        assert_eq!(Glossary::parse_json(&one, "en", "zh-CN").unwrap(), g);
+        let bad = text.replace(r#"["技能"]"#, "[3]");
+        let e = Glossary::parse_json(&bad, "en", "zh-CN").unwrap_err();
+        assert!(
+            e.to_string().contains("\"replaces\" must list strings"),
+            "{e}"
+        );
     }
 }

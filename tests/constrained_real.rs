@@ -241,3 +241,39 @@ fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
     let (k1, sat) = (reply.find("`k1`").unwrap(), reply.find("饱和"));
     assert!(sat.is_none_or(|s| k1 < s), "{reply}");
 }
+
+/// The proofreading agent's reply on the real model, held to its shape at decode time: `OK`
+/// or up to three `- ` problem lines, for a faithful translation and for one that drops
+/// half its source alike (left free, the models sometimes answer with prose such as "The
+/// translation is faithful and fluent.", which the report would list as a problem).
+#[test]
+fn a_review_verdict_is_ok_or_problem_lines_on_the_real_model() {
+    use quire::engine::constraint::Constraint;
+    use quire::prompts::agents::{review_prompt, VerdictShape};
+    let e = qwen();
+    let source = "The cache is stored on disk. A restart therefore costs only a few milliseconds.";
+    for translation in [
+        "缓存保存在磁盘上。因此重启只需几毫秒。",
+        "缓存保存在磁盘上。",
+    ] {
+        let p = review_prompt("en", "zh-CN", &[], source, translation).unwrap();
+        let ids = e
+            .encode(&e.template.render(&p.messages, true).unwrap())
+            .unwrap();
+        let params = GenerationParams {
+            max_new_tokens: 96,
+            constraint: Some(Constraint::new(VerdictShape)),
+            ..Default::default()
+        };
+        let mut cache = e.new_cache().unwrap();
+        let gen = e.generate(&mut cache, &ids, &params, &mut |_| {}).unwrap();
+        let v = gen.text.trim();
+        assert!(
+            v == "OK"
+                || (v.lines().count() <= 3
+                    && v.lines().all(|l| l.starts_with("- ") && l.len() > 2)),
+            "{translation:?} → {v:?}"
+        );
+        eprintln!("{translation:?} → {v:?}");
+    }
+}

@@ -49,6 +49,21 @@ fn translate_with(book: &Path, glossary: &Path, out: &Path, cache: &Path) -> Com
     c
 }
 
+/// A book of one chapter `name` holding `text`, in a temporary directory (`book/`),
+/// translated into its `out/` (exit 0, or 1 for a unit left blocked).
+fn translate_one_chapter(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let book = tmp.path().join("book");
+    std::fs::create_dir(&book).unwrap();
+    std::fs::write(book.join(name), text).unwrap();
+    let out = tmp.path().join("out");
+    let st = translate_book(&book, &out, &tmp.path().join("cache"))
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{st:?}");
+    (tmp, out)
+}
+
 fn read_book(out: &Path) -> Vec<(String, String)> {
     ["01-intro.md", "02-cache.md"]
         .iter()
@@ -384,16 +399,9 @@ fn dry_run_needs_no_model_and_bad_input_is_reported() {
 /// included), and `quire check` finds a mixed file.
 #[test]
 fn crlf_chapters_keep_their_line_endings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let book = tmp.path().join("book");
-    std::fs::create_dir(&book).unwrap();
     let chapter = "# Windows notes\r\n\r\nThe cache is stored on disk.\r\n\r\n```sh\r\nquire translate\r\n```\r\n\r\n- One item\r\n- Two items\r\n";
-    std::fs::write(book.join("crlf.md"), chapter).unwrap();
-    let out = tmp.path().join("out");
-    let st = translate_book(&book, &out, &tmp.path().join("cache"))
-        .status()
-        .unwrap();
-    assert!(st.code().is_some_and(|c| c == 0 || c == 1), "{st:?}");
+    let (tmp, out) = translate_one_chapter("crlf.md", chapter);
+    let book = tmp.path().join("book");
     let written = std::fs::read_to_string(out.join("book/crlf.md")).unwrap();
     assert_eq!(
         written.matches('\n').count(),
@@ -485,4 +493,43 @@ fn a_changed_glossary_retranslates_only_the_units_it_touches() {
         "{asked:?}"
     );
     assert!(report.totals.reused_units >= 1, "{:?}", report.totals);
+}
+
+/// A word the book keeps in English (capitalised in mid-sentence, `Skill`) gets the
+/// model's own translation of it in `glossary.json` (`replaces`), and no translated
+/// paragraph that has the term fewer times than its source still holds that translation:
+/// it was written back as the term.
+#[test]
+fn kept_words_the_model_translates_are_written_back() {
+    let chapter = "# Loading skills\n\nEvery Agent loads a Skill when a task needs it. A Skill is a folder of instructions and scripts.\n\nThe Agent keeps each Skill small, and one Skill can call another Skill.\n\nWhen no Skill fits the task, the Agent asks the user.\n";
+    let (_tmp, out) = translate_one_chapter("skills.md", chapter);
+    let glossary = json(&out.join("glossary.json"));
+    let skill = glossary
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["en"] == "Skill")
+        .unwrap_or_else(|| panic!("Skill is not a kept term: {glossary}"));
+    assert_eq!(skill["zh"], "Skill");
+    let words: Vec<&str> = skill["replaces"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rendering of Skill: {skill}"))
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        !words.is_empty() && words.iter().all(|w| !w.is_empty() && !w.is_ascii()),
+        "{words:?}"
+    );
+    let written = std::fs::read_to_string(out.join("book/skills.md")).unwrap();
+    let pairs: Vec<(&str, &str)> = chapter.split("\n\n").zip(written.split("\n\n")).collect();
+    assert_eq!(pairs.len(), 4, "{written}");
+    for (source, translation) in pairs {
+        if translation.matches("Skill").count() < source.matches("Skill").count() {
+            assert!(
+                words.iter().all(|w| !translation.contains(w)),
+                "{source:?} → {translation:?} still has one of {words:?}"
+            );
+        }
+    }
 }

@@ -504,6 +504,7 @@ fn pad_term(k: usize) -> GlossaryEntry {
         context: Some(ctx.to_string()),
         house: false,
         needs_review: false,
+        replaces: Vec::new(),
     }
 }
 

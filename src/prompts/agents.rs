@@ -4,6 +4,7 @@
 //! engine computes the stable prefix once ([`crate::engine::stable_prefix`]).
 
 use crate::engine::chat_template::Message;
+use crate::engine::constraint::TextConstraint;
 use crate::engine::stable_prefix::SplitPoint;
 use crate::glossary::GlossaryEntry;
 use anyhow::{anyhow, Result};
@@ -197,6 +198,42 @@ pub fn review_prompt(
     with_split(system, user)
 }
 
+/// The shape a verdict is held to at decode time: `OK`, or one to three lines that each
+/// start with `- ` and name a problem. Left free, the small models answer a translation
+/// they find faithful with prose ("The translation is faithful and fluent."), which the
+/// report would list as a problem. (A backend that cannot apply decode-time constraints
+/// gets the instruction in the prompt only.)
+pub struct VerdictShape;
+
+impl TextConstraint for VerdictShape {
+    fn allows(&self, text: &[u8], next: &[u8]) -> bool {
+        verdict_prefix(&[text, next].concat())
+    }
+
+    fn allows_end(&self, text: &[u8]) -> bool {
+        text == b"OK" || {
+            let body = text.strip_suffix(b"\n").unwrap_or(text);
+            verdict_prefix(text) && body.split(|&b| b == b'\n').all(|l| l.len() > 2)
+        }
+    }
+}
+
+/// Whether `t` can still become a verdict of [`VerdictShape`]'s shape.
+fn verdict_prefix(t: &[u8]) -> bool {
+    if b"OK".starts_with(t) {
+        return true;
+    }
+    let lines: Vec<&[u8]> = t.split(|&b| b == b'\n').collect();
+    lines.len() <= 3
+        && lines.iter().enumerate().all(|(i, l)| {
+            if i + 1 == lines.len() {
+                b"- ".starts_with(l) || l.starts_with(b"- ")
+            } else {
+                l.starts_with(b"- ") && l.len() > 2
+            }
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +302,25 @@ mod tests {
         assert_eq!(head(&a), head(&b));
         assert!(a.messages[3].content.ends_with("First.\n"));
         assert!(!a.messages[1].content.contains('\u{E001}'));
+    }
+
+    #[test]
+    fn a_verdict_is_ok_or_up_to_three_problem_lines() {
+        let v = VerdictShape;
+        // Byte by byte, as tokens could bring it.
+        let grows = |t: &str| {
+            (1..=t.len()).all(|i| v.allows(&t.as_bytes()[..i - 1], &t.as_bytes()[i - 1..i]))
+        };
+        for good in ["OK", "- 漏译了第二句。", "- one\n- two\n- three"] {
+            assert!(grows(good) && v.allows_end(good.as_bytes()), "{good:?}");
+        }
+        assert!(!v.allows(b"", b"The"), "prose is not a verdict");
+        assert!(!v.allows(b"OK", b"."), "nothing after OK");
+        assert!(!v.allows(b"- a\n- b\n- c", b"\n"), "three lines at most");
+        assert!(!v.allows(b"- a", b"\n\n"), "no empty line");
+        assert!(!v.allows(b"- a\n", b"b"), "every line is a problem line");
+        for unfinished in ["", "O", "-", "- ", "- a\n- "] {
+            assert!(!v.allows_end(unfinished.as_bytes()), "{unfinished:?}");
+        }
     }
 }

@@ -194,6 +194,7 @@ pub fn house_terms(house: &Glossary) -> Glossary {
                 target: vec![e.preferred().to_string()],
                 house: true,
                 needs_review: false,
+                replaces: Vec::new(),
                 ..e.clone()
             })
             .collect(),
@@ -215,17 +216,7 @@ pub fn build_glossary(
     // The candidates are independent: one batch (decoded together where the backend can).
     let reqs = candidates
         .iter()
-        .map(|c| {
-            let p = glossary_prompt(source_lang, target_lang, house, &c.term, &c.context)?;
-            Ok(ChatRequest {
-                messages: p.messages,
-                split: p.split,
-                params: GenerationParams {
-                    max_new_tokens: TERM_TOKENS,
-                    ..Default::default()
-                },
-            })
-        })
+        .map(|c| term_request(source_lang, target_lang, house, c))
         .collect::<Result<Vec<_>>>()?;
     let replies = backend.complete_batch(&reqs)?;
     for (c, done) in candidates.iter().zip(&replies) {
@@ -239,6 +230,24 @@ pub fn build_glossary(
     Ok(glossary)
 }
 
+/// The request that asks the model for one term's translation (the suggestion prompt).
+fn term_request(
+    source_lang: &str,
+    target_lang: &str,
+    house: &[GlossaryEntry],
+    c: &Candidate,
+) -> Result<ChatRequest> {
+    let p = glossary_prompt(source_lang, target_lang, house, &c.term, &c.context)?;
+    Ok(ChatRequest {
+        messages: p.messages,
+        split: p.split,
+        params: GenerationParams {
+            max_new_tokens: TERM_TOKENS,
+            ..Default::default()
+        },
+    })
+}
+
 /// An inferred term, to be reviewed.
 fn inferred(term: &str, target: String, context: &str) -> GlossaryEntry {
     GlossaryEntry {
@@ -248,6 +257,7 @@ fn inferred(term: &str, target: String, context: &str) -> GlossaryEntry {
         context: Some(context.to_string()).filter(|c| !c.is_empty()),
         house: false,
         needs_review: true,
+        replaces: Vec::new(),
     }
 }
 
@@ -474,6 +484,55 @@ pub fn keep_lines(terms: &[Candidate]) -> Vec<GlossaryEntry> {
         .collect()
 }
 
+/// Whether a kept term is a word the model may translate although asked to keep it
+/// (`Skill`, `Rubric`: it has a lower-case letter), not an acronym, which it keeps.
+pub fn asks_rendering(term: &str) -> bool {
+    term.chars().any(|c| c.is_ascii_lowercase())
+}
+
+/// The kept terms' entries, with the model's own translation of each kept word as the
+/// words that stand for it ([`GlossaryEntry::replaces`]): asked with the suggestion prompt
+/// (one batch), and kept only when it is a short run of the target's own script with no
+/// Latin letter or digit (`Skill` → `技能`). Only for targets in a non-Latin script, where a
+/// translated term is another script's word; `calls` gets each model call.
+pub fn kept_entries(
+    backend: &mut dyn ChatBackend,
+    terms: &[Candidate],
+    house: &Glossary,
+    source_lang: &str,
+    target_lang: &str,
+    on_call: &mut dyn FnMut(&Candidate, &Completion),
+) -> Result<Vec<GlossaryEntry>> {
+    let mut entries = keep_lines(terms);
+    if !crate::translate::passage::non_latin_script(target_lang) {
+        return Ok(entries);
+    }
+    let asked: Vec<usize> = (0..terms.len())
+        .filter(|&i| asks_rendering(&terms[i].term))
+        .collect();
+    let reqs = asked
+        .iter()
+        .map(|&i| term_request(source_lang, target_lang, &house.entries, &terms[i]))
+        .collect::<Result<Vec<_>>>()?;
+    let replies = backend.complete_batch(&reqs)?;
+    for (&i, done) in asked.iter().zip(&replies) {
+        on_call(&terms[i], done);
+        let r = clean_term(&done.text);
+        if valid_rendering(&r) {
+            entries[i].replaces = vec![r];
+        }
+    }
+    Ok(entries)
+}
+
+/// Whether a model's translation of a kept word can stand for it: one to eight
+/// characters, none of them ASCII, whitespace or punctuation (a word of the target's
+/// script, not a phrase, an explanation or the term again).
+pub fn valid_rendering(r: &str) -> bool {
+    let n = r.chars().count();
+    (1..=8).contains(&n) && r.chars().all(|c| c.is_alphabetic() && !c.is_ascii())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,6 +542,23 @@ mod tests {
         assert_eq!(clean_term("“键值缓存”\n"), "键值缓存");
         assert_eq!(clean_term("预填充 (yù tián chōng)"), "预填充");
         assert_eq!(clean_term("Translation: 量化[待审]。"), "量化");
+    }
+
+    #[test]
+    fn renderings_of_kept_words_are_short_words_of_another_script() {
+        assert!(asks_rendering("Skill") && asks_rendering("GraphRAG"));
+        assert!(!asks_rendering("LLM") && !asks_rendering("CAIL2018"));
+        assert!(valid_rendering("技能") && valid_rendering("评分标准"));
+        for bad in [
+            "",
+            "Skill",
+            "技能 Skill",
+            "技能（Skill）",
+            "技能，也就是能力",
+            "技能2",
+        ] {
+            assert!(!valid_rendering(bad), "{bad:?}");
+        }
     }
 
     #[test]

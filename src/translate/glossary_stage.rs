@@ -131,10 +131,15 @@ fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
             .collect();
     // Proposals are suggestions: within --max-new-tokens-total they come after translation,
     // so none is asked when the budget cannot also hold them.
-    if m.over_budget(cands.len() * glossary_agent::TERM_TOKENS)
+    let mut keep_asks = keep
+        .iter()
+        .filter(|c| glossary_agent::asks_rendering(&c.term))
+        .count();
+    if m.over_budget((cands.len() + keep_asks) * glossary_agent::TERM_TOKENS)
         .is_some()
     {
         cands.clear();
+        keep_asks = 0;
     }
     m.progress.set_message("glossary");
     let mut calls: Vec<(String, Completion)> = Vec::new();
@@ -146,9 +151,23 @@ fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
         &opts.target_lang,
         &mut |c, done| calls.push((c.term.clone(), done.clone())),
     )?;
+    // The model's own word for each kept word, so that where it translates one anyway the
+    // term can be written back (`GlossaryEntry::replaces`).
+    let kept = if keep_asks > 0 {
+        glossary_agent::kept_entries(
+            backend,
+            &keep,
+            &plan.house,
+            &opts.source_lang,
+            &opts.target_lang,
+            &mut |c, done| calls.push((c.term.clone(), done.clone())),
+        )?
+    } else {
+        glossary_agent::keep_lines(&keep)
+    };
     for (term, c) in &calls {
         m.record_call("glossary", term, c, "ok");
     }
-    glossary.entries.extend(glossary_agent::keep_lines(&keep));
+    glossary.entries.extend(kept);
     Ok(glossary)
 }

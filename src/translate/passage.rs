@@ -151,7 +151,7 @@ pub fn accept_unit(
     let mut restored = Vec::with_capacity(lines.len());
     let mut bad = Vec::new();
     for (seg, line) in skeleton.segments.iter().zip(&lines) {
-        match restore_segment(unit, seg, &typeset(ctx, line)) {
+        match restore_segment(unit, seg, &typeset(ctx, &seg.text, line)) {
             Ok(t) => restored.push(t),
             Err(e) => bad.push(finding(
                 unit,
@@ -472,7 +472,7 @@ fn judge_piece(
     ctx: &CheckContext,
 ) -> std::result::Result<Piece, Vec<String>> {
     let text = verbatim::hide(reply.text.trim(), &verbatim::spans(unit, &seg.text));
-    let text = typeset(ctx, &text);
+    let text = typeset(ctx, &seg.text, &text);
     let text = text.as_str();
     if text.is_empty() || text.contains('\n') {
         return Err(vec!["answer with exactly one line".to_string()]);

@@ -10,9 +10,10 @@ use super::manager::Manager;
 use super::scheduler::Translated;
 use crate::checks::{check_units, Finding, Report, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest};
+use crate::engine::constraint::Constraint;
 use crate::engine::generate::GenerationParams;
 use crate::glossary::{contains_term, GlossaryEntry};
-use crate::prompts::agents::review_prompt;
+use crate::prompts::agents::{review_prompt, VerdictShape};
 use crate::report::{write_json, Issue, ProofreadingReport, ProofreadingSummary};
 use crate::units::UnitKind;
 use crate::util::{sha256_hex, write_atomic};
@@ -138,7 +139,12 @@ fn select_reviews(
             let key = format!(
                 "review-{}",
                 sha256_hex(
-                    format!("{}{}", m.inputs_key(), serde_json::to_string(&p.messages)?).as_bytes()
+                    format!(
+                        "{}{}|verdict-shape",
+                        m.inputs_key(),
+                        serde_json::to_string(&p.messages)?
+                    )
+                    .as_bytes()
                 )
             );
             let verdict = read_verdict(&m.memory_path(&key));
@@ -158,6 +164,7 @@ fn select_reviews(
                     split: p.split,
                     params: GenerationParams {
                         max_new_tokens: REVIEW_TOKENS,
+                        constraint: Some(Constraint::new(VerdictShape)),
                         ..Default::default()
                     },
                 },

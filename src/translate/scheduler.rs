@@ -380,7 +380,11 @@ impl Scheduler {
                     let lines = verbatim::hide(done.text.trim(), &shown)
                         .split('\n')
                         .filter(|l| !l.trim().is_empty())
-                        .map(|l| passage::typeset(&terms.ctx, l))
+                        .zip(
+                            (skeleton.segments.iter().map(|s| s.text.as_str()))
+                                .chain(std::iter::repeat("")),
+                        )
+                        .map(|(l, source)| passage::typeset(&terms.ctx, source, l))
                         .collect::<Vec<_>>()
                         .join("\n");
                     worked_example(unit, &skeleton, terms, &lines)

@@ -2,6 +2,9 @@
 //! still placeholders, so they are never touched).
 //!
 //! For Chinese, Japanese and Korean, the conventions of technical publishing:
+//! * a term the book keeps in English that the model translated anyway is written back
+//!   (the glossary's [`crate::glossary::GlossaryEntry::replaces`], `技能` → `Skill`), as
+//!   many times as the line is short of it;
 //! * spacing and punctuation by `autocorrect`: a space between CJK and Latin words or
 //!   numbers, full-width punctuation in CJK sentences;
 //! * terms kept in English are written in the singular, since these languages do not
@@ -14,6 +17,7 @@
 //!   查询流程`).
 
 use crate::checks::CheckContext;
+use crate::glossary::count_term;
 use regex::Regex;
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -39,12 +43,16 @@ pub fn non_latin_script(lang: &str) -> bool {
         .any(|p| l == *p || l.starts_with(&format!("{p}-")))
 }
 
-/// `line` typeset for `ctx`'s target language; the terms kept in the source language are
-/// `ctx`'s glossary entries that keep their source.
-pub fn typeset(ctx: &CheckContext, line: &str) -> String {
+/// `line`, the translation of `source` (the line the model was shown), typeset for `ctx`'s
+/// target language; the terms kept in the source language are `ctx`'s glossary entries
+/// that keep their source, and a kept term the model translated is written back first
+/// ([`kept_terms_back`]).
+pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
     if !non_latin_script(&ctx.target_lang) {
         return line.to_string();
     }
+    let line = kept_terms_back(ctx, source, line);
+    let line = line.as_str();
     let kept: HashSet<&str> = ctx
         .glossary
         .entries
@@ -67,6 +75,38 @@ pub fn typeset(ctx: &CheckContext, line: &str) -> String {
                 }
             })
             .into_owned();
+    }
+    out
+}
+
+/// `line` with each kept term that `source` writes (capitalised as the term, any plural)
+/// more often than `line` has it written back where the model put one of its words for it
+/// ([`crate::glossary::GlossaryEntry::replaces`]: `Prompts and Skills` translated as
+/// `提示和技能` → `Prompt和Skill`): at most as many times as the term is missing, first
+/// occurrences first, longer words before shorter ones.
+fn kept_terms_back(ctx: &CheckContext, source: &str, line: &str) -> String {
+    let mut out = line.to_string();
+    for e in ctx
+        .glossary
+        .entries
+        .iter()
+        .filter(|e| e.keeps_source() && !e.replaces.is_empty())
+    {
+        let wanted = count_term(source, &e.source, usize::MAX);
+        if wanted == 0 {
+            continue;
+        }
+        let have = count_term(&out.to_lowercase(), &e.source.to_lowercase(), wanted);
+        let mut missing = wanted.saturating_sub(have);
+        let mut words: Vec<&str> = e.replaces.iter().map(String::as_str).collect();
+        words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+        for w in words {
+            while missing > 0 {
+                let Some(at) = out.find(w) else { break };
+                out.replace_range(at..at + w.len(), &e.source);
+                missing -= 1;
+            }
+        }
     }
     out
 }
@@ -178,44 +218,83 @@ mod tests {
     fn chinese_lines_are_spaced_singular_and_number_chapters_in_chinese() {
         let c = ctx("zh-CN", &["Agent", "Skill"]);
         assert_eq!(
-            typeset(&c, "第2章介绍了Agents和Skills，以及LLMs的APIs。"),
+            typeset(&c, "", "第2章介绍了Agents和Skills，以及LLMs的APIs。"),
             "第二章介绍了 Agent 和 Skill，以及 LLM 的 API。"
         );
         assert_eq!(
-            typeset(&c, "见第 12 章与第20章、第 100 章"),
+            typeset(&c, "", "见第 12 章与第20章、第 100 章"),
             "见第十二章与第二十章、第 100 章"
         );
         // Words that only end like a kept term, and plurals of words not kept, stay.
         assert_eq!(
-            typeset(&c, "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"),
+            typeset(&c, "", "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"),
             "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"
         );
         assert_eq!(chinese_number(10).as_deref(), Some("十"));
         assert_eq!(chinese_number(31).as_deref(), Some("三十一"));
         assert_eq!(
-            typeset(&c, "用户搜索 \" 模型蒸馏 \"。搜索 \"kitty\" 不会找到"),
+            typeset(&c, "", "用户搜索 \" 模型蒸馏 \"。搜索 \"kitty\" 不会找到"),
             "用户搜索“模型蒸馏”。搜索“kitty”不会找到"
         );
         assert_eq!(
-            typeset(&c, "一个 \" 未配对的引号"),
+            typeset(&c, "", "一个 \" 未配对的引号"),
             "一个 \" 未配对的引号",
             "an odd quote is left"
         );
         assert_eq!(
-            typeset(&c, "图 3-5：RAG 查询流程"),
+            typeset(&c, "", "图 3-5：RAG 查询流程"),
             "图 3-5 RAG 查询流程",
             "a caption's label"
         );
-        assert_eq!(typeset(&c, "如图 3-5：所示"), "如图 3-5：所示");
+        assert_eq!(typeset(&c, "", "如图 3-5：所示"), "如图 3-5：所示");
         // Placeholders are never touched.
-        assert_eq!(typeset(&c, "运行{{1}}即可"), "运行{{1}}即可");
+        assert_eq!(typeset(&c, "", "运行{{1}}即可"), "运行{{1}}即可");
+    }
+
+    #[test]
+    fn kept_terms_the_model_translated_are_written_back_up_to_the_missing_count() {
+        let mut entries = vec![
+            GlossaryEntry::house("Skill", "Skill"),
+            GlossaryEntry::house("Prompt", "Prompt"),
+        ];
+        entries[0].replaces = vec!["技能".into()];
+        entries[1].replaces = vec!["提示".into(), "提示词".into()];
+        let c = CheckContext::new("en", "zh-CN").with_glossary(Glossary { entries });
+        assert_eq!(
+            typeset(
+                &c,
+                "Prompts and Skills must be checked.",
+                "提示词和技能必须检查。"
+            ),
+            "Prompt 和 Skill 必须检查。",
+            "the longer word first, plural source forms count"
+        );
+        assert_eq!(
+            typeset(&c, "A Skill library and its skills", "Skill 库和它的技能"),
+            "Skill 库和它的技能",
+            "the term is already there, and a lower-case use is not the kept term"
+        );
+        assert_eq!(
+            typeset(
+                &c,
+                "Skill learning, then the Skill.",
+                "技能学习，然后是技能和技能库。"
+            ),
+            "Skill 学习，然后是 Skill 和技能库。",
+            "at most as many as are missing, first ones first"
+        );
+        assert_eq!(
+            typeset(&c, "", "技能"),
+            "技能",
+            "nothing to write back without the term in the source"
+        );
     }
 
     #[test]
     fn latin_script_targets_are_left_alone() {
         let c = ctx("de", &["Agent"]);
         assert_eq!(
-            typeset(&c, "Die Agents im Kapitel 2"),
+            typeset(&c, "", "Die Agents im Kapitel 2"),
             "Die Agents im Kapitel 2"
         );
     }

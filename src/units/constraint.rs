@@ -174,7 +174,8 @@ impl PassageConstraint {
     /// or more words (`A Paradigm Shift Toward Tool-Based Retrieval`, `Figure 3: Agentic RAG
     /// System Architecture`), does not make a name; a capital inside a word (`GraphRAG`,
     /// `ReAct`) or a digit always does, and so do words quoted on their own (`"bank"` in
-    /// `"bank" in "river bank"`: the English word itself is the subject) and words of
+    /// `"bank" in "river bank"`: the English word itself is the subject), a capitalised
+    /// word with a placeholder right after it (`Voyager{{3}}`, cited by a footnote), and words of
     /// dotted, slashed or `@` names (`recall@k`). A name may be written in the singular (`Agents` →
     /// `Agent`), as Chinese nouns have no plural. Letters of another script (Cyrillic,
     /// Greek…) may only be ones the passage has.
@@ -205,11 +206,15 @@ impl PassageConstraint {
         };
         let titled = title_case_words(bytes);
         let mut words: Vec<String> = latin_runs(bytes)
-            .filter(|&(start, _, w)| {
+            .filter(|&(start, end, w)| {
                 let caps = w.iter().filter(|c| c.is_ascii_uppercase()).count();
+                // A capitalised word with a placeholder right after it is cited there
+                // (`Voyager{{3}}`: a footnote reference): a name, even opening a sentence.
+                let cited = caps >= 1 && bytes[end..].starts_with(b"{{");
                 w.len() <= 2
                     || w.iter().any(u8::is_ascii_digit)
                     || inner_capital(w)
+                    || cited
                     || (caps >= 1 && !sentence_start(start) && !titled.contains(&start))
             })
             .map(|(_, _, w)| String::from_utf8_lossy(w).into_owned())
@@ -1046,6 +1051,19 @@ mod tests {
         let n = "Runtimes such as llama.cpp keep it.".to_string();
         let c = PassageConstraint::new(&n).latin_names_only(&n);
         assert!(ok(&c, "llama.cpp 等运行时"));
+        let n = "Voyager{{3}} demonstrates a loop. Skills{{4}} hold code.";
+        let c = PassageConstraint::new(n).latin_names_only(n);
+        assert!(
+            ok(&c, "Voyager{{3}} 展示了一个循环。"),
+            "a word cited by a footnote is a name, even opening a sentence"
+        );
+        assert!(!ok(&c, "展示了 demonstrates"));
+        let n = "Voyager demonstrates a loop.";
+        let c = PassageConstraint::new(n).latin_names_only(n);
+        assert!(
+            !ok(&c, "Voyager 展示了"),
+            "without the citation it only opens a sentence"
+        );
         let free = PassageConstraint::new("Reuse it whenever possible.");
         assert!(
             ok(&free, "Reuse whenever"),
