@@ -194,7 +194,6 @@ pub fn house_terms(house: &Glossary) -> Glossary {
                 target: vec![e.preferred().to_string()],
                 house: true,
                 needs_review: false,
-                replaces: Vec::new(),
                 ..e.clone()
             })
             .collect(),
@@ -494,7 +493,7 @@ pub fn asks_rendering(term: &str) -> bool {
 /// words that stand for it ([`GlossaryEntry::replaces`]): asked with the suggestion prompt
 /// (one batch), and kept only when it is a short run of the target's own script with no
 /// Latin letter or digit (`Skill` → `技能`). Only for targets in a non-Latin script, where a
-/// translated term is another script's word; `calls` gets each model call.
+/// translated term is another script's word; `on_call` gets each model call.
 pub fn kept_entries(
     backend: &mut dyn ChatBackend,
     terms: &[Candidate],
@@ -542,6 +541,16 @@ mod tests {
         assert_eq!(clean_term("“键值缓存”\n"), "键值缓存");
         assert_eq!(clean_term("预填充 (yù tián chōng)"), "预填充");
         assert_eq!(clean_term("Translation: 量化[待审]。"), "量化");
+    }
+
+    #[test]
+    fn house_terms_keep_the_words_they_replace() {
+        let mut agent = GlossaryEntry::house("Agent", "Agent");
+        agent.replaces = vec!["智能体".into()];
+        let run = house_terms(&Glossary {
+            entries: vec![agent],
+        });
+        assert_eq!(run.entries[0].replaces, ["智能体"]);
     }
 
     #[test]
