@@ -1,6 +1,8 @@
 //! The glossary stage: the user's edited `glossary.json` when the output directory has one
 //! (house terms forced again), otherwise the glossary agent's ([`super::glossary_agent`]):
-//! kept terms found without a model, suggested translations asked of the model, house terms.
+//! kept terms found without a model (with the model's own word for each kept word, to be
+//! written back where it translates one), suggested translations asked of the model, house
+//! terms.
 
 use super::glossary_agent;
 use super::manager::Manager;
