@@ -339,18 +339,8 @@ fn make_entry<'a>(
                 i + 1
             )
         })?;
-    let target: Vec<String> = match target_value {
-        Value::String(s) => vec![s.trim().to_string()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(|s| s.trim().to_string()))
-            .collect(),
-        _ => bail!(
-            "term #{} (\"{source}\"): the target must be a string or a list",
-            i + 1
-        ),
-    };
-    let target: Vec<String> = target.into_iter().filter(|t| !t.is_empty()).collect();
+    let target = string_list(target_value, "the target")
+        .map_err(|e| anyhow!("term #{} (\"{source}\"): {e}", i + 1))?;
     if target.is_empty() {
         bail!("term #{} (\"{source}\") has an empty target", i + 1);
     }
@@ -369,28 +359,11 @@ fn make_entry<'a>(
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let replaces: Vec<String> = match get("replaces") {
+    let replaces = match get("replaces") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![s.trim().to_string()],
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str().map(|s| s.trim().to_string()).ok_or_else(|| {
-                    anyhow!(
-                        "term #{} (\"{source}\"): \"replaces\" must list strings",
-                        i + 1
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>>>()?,
-        Some(_) => bail!(
-            "term #{} (\"{source}\"): \"replaces\" must be a string or a list",
-            i + 1
-        ),
-    }
-    .into_iter()
-    .filter(|t| !t.is_empty())
-    .collect();
+        Some(v) => string_list(v, "\"replaces\"")
+            .map_err(|e| anyhow!("term #{} (\"{source}\"): {e}", i + 1))?,
+    };
     Ok(GlossaryEntry {
         source,
         target,
@@ -408,6 +381,28 @@ fn make_entry<'a>(
 /// an optional plural ending; non-Latin terms match as plain substrings.
 pub fn contains_term(haystack_lower: &str, term_lower: &str) -> bool {
     count_term(haystack_lower, term_lower, 1) > 0
+}
+
+/// A string, or a list of strings, as trimmed non-empty strings; `what` names the field in
+/// the error for anything else.
+fn string_list(value: &Value, what: &str) -> Result<Vec<String>> {
+    let items: Vec<&str> = match value {
+        Value::String(s) => vec![s],
+        Value::Array(a) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| anyhow!("{what} must list strings, found {v}"))
+            })
+            .collect::<Result<_>>()?,
+        _ => bail!("{what} must be a string or a list of strings"),
+    };
+    Ok(items
+        .into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect())
 }
 
 /// How many times `term` occurs in `haystack_lower` as [`contains_term`] matches it,
@@ -545,5 +540,21 @@ mod tests {
             e.to_string().contains("\"replaces\" must list strings"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_target_list_with_anything_but_strings_is_refused() {
+        let text = r#"[{"en":"token","zh":["词元", 3]}]"#;
+        let e = Glossary::parse_json(text, "en", "zh-CN").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("term #1 (\"token\"): the target must list strings"),
+            "{e}"
+        );
+        let e =
+            Glossary::parse_json(r#"[{"en":"token","zh":{"a":1}}]"#, "en", "zh-CN").unwrap_err();
+        assert!(e.to_string().contains("must be a string or a list"), "{e}");
+        let ok = Glossary::parse_json(r#"[{"en":"token","zh":[" 词元 ",""]}]"#, "en", "zh-CN");
+        assert_eq!(ok.unwrap().entries[0].target, ["词元"]);
     }
 }

@@ -4,7 +4,7 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
-use super::{chapters, glossary_stage, review, run_report, scheduler};
+use super::{chapters, glossary_stage, kept_words, review, run_report, scheduler};
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
@@ -464,14 +464,28 @@ fn stages(
 
     // 1. Glossary, 2. translation (with checks, revision and the fallback cascade).
     let terms = glossary_stage::run(&mut m, backend)?;
-    let done = scheduler::run(&mut m, backend, &terms)?;
-    // 3. Chapters: finished units translated, the rest (if the run stopped) left in the source.
+    let mut done = scheduler::run(&mut m, backend, &terms)?;
+    // 3. Kept terms the model still translated, its words for them learned from the
+    //    translations and written back.
+    let ctx = &terms.ctx;
+    for l in kept_words::write_back(
+        &plan.units,
+        &mut done.texts,
+        &ctx.glossary,
+        &ctx.target_lang,
+    ) {
+        m.log(format!(
+            "kept term {:?}: the model's word {:?} in {} lines, {} written back",
+            l.term, l.word, l.lines, l.written
+        ));
+    }
+    // 4. Chapters: finished units translated, the rest (if the run stopped) left in the source.
     let chapter_texts = chapters::write(&mut m, &done.texts)?;
-    // 4. Proofreading: deterministic QA over every unit, then a model review of flagged
+    // 5. Proofreading: deterministic QA over every unit, then a model review of flagged
     //    units and a sample of clean ones.
     let mut stopped = done.stopped.clone();
     let proof = review::run(&mut m, backend, &terms, &done, &chapter_texts, &mut stopped)?;
-    // 5. run.json and the final checkpoint.
+    // 6. run.json and the final checkpoint.
     let summary = run_report::finish(
         &mut m,
         &*backend,

@@ -16,6 +16,7 @@ mod chapters;
 pub mod checkpoint;
 pub mod glossary_agent;
 mod glossary_stage;
+mod kept_words;
 pub mod manager;
 pub mod passage;
 mod plan;

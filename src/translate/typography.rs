@@ -92,20 +92,30 @@ fn kept_terms_back(ctx: &CheckContext, source: &str, line: &str) -> String {
         .iter()
         .filter(|e| e.keeps_source() && !e.replaces.is_empty())
     {
-        let wanted = count_term(source, &e.source, usize::MAX);
-        if wanted == 0 {
-            continue;
-        }
-        let have = count_term(&out.to_lowercase(), &e.source.to_lowercase(), wanted);
-        let mut missing = wanted.saturating_sub(have);
-        let mut words: Vec<&str> = e.replaces.iter().map(String::as_str).collect();
-        words.sort_by_key(|w| std::cmp::Reverse(w.len()));
-        for w in words {
-            while missing > 0 {
-                let Some(at) = out.find(w) else { break };
-                out.replace_range(at..at + w.len(), &e.source);
-                missing -= 1;
-            }
+        let words: Vec<&str> = e.replaces.iter().map(String::as_str).collect();
+        out = term_back(source, &out, &e.source, &words);
+    }
+    out
+}
+
+/// `line` with `term` written back in place of `words` (longer words first, first
+/// occurrences first) as many times as `source` writes the term (capitalised as the term,
+/// any plural) more often than `line` has it.
+pub(crate) fn term_back(source: &str, line: &str, term: &str, words: &[&str]) -> String {
+    let mut out = line.to_string();
+    let wanted = count_term(source, term, usize::MAX);
+    if wanted == 0 {
+        return out;
+    }
+    let have = count_term(&out.to_lowercase(), &term.to_lowercase(), wanted);
+    let mut missing = wanted.saturating_sub(have);
+    let mut words = words.to_vec();
+    words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    for w in words {
+        while missing > 0 {
+            let Some(at) = out.find(w) else { break };
+            out.replace_range(at..at + w.len(), term);
+            missing -= 1;
         }
     }
     out
