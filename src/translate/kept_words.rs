@@ -94,7 +94,11 @@ pub fn write_back(
         for (s, t) in pairs.iter_mut() {
             let back = term_back(s, t, term, &[word.as_str()]);
             if back != *t {
-                written += count_term(&back, term, usize::MAX) - count_term(t, term, usize::MAX);
+                written += count_term(&back, term, usize::MAX).saturating_sub(count_term(
+                    t,
+                    term,
+                    usize::MAX,
+                ));
                 *t = back;
             }
         }
