@@ -10,8 +10,8 @@
 //! times as each line is missing it. A word needs at least [`MIN_LINES`] such lines, so a
 //! name translated once or twice (`Tesla` → `特斯拉`) stays as the model wrote it.
 
-use super::typography::{non_latin_script, term_back};
-use crate::glossary::{count_term, Glossary};
+use super::typography::{non_latin_script, term_back, term_missing};
+use crate::glossary::Glossary;
 use crate::translate::glossary_agent::asks_rendering;
 use crate::units::{is_cjk, Unit, UnitKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,20 +86,18 @@ pub fn write_back(
         }
     }
     let mut learned = Vec::new();
+    let mut changed: BTreeSet<(usize, usize)> = BTreeSet::new();
     for term in terms {
         let Some((word, lines)) = learn(&pairs, term, &targets) else {
             continue;
         };
         let mut written = 0;
-        for (s, t) in pairs.iter_mut() {
-            let back = term_back(s, t, term, &[word.as_str()]);
-            if back != *t {
-                written += count_term(&back, term, usize::MAX).saturating_sub(count_term(
-                    t,
-                    term,
-                    usize::MAX,
-                ));
+        for ((s, t), owner) in pairs.iter_mut().zip(&owners) {
+            let (back, n) = term_back(s, t, term, &[word.as_str()]);
+            if n > 0 {
+                written += n;
                 *t = back;
+                changed.insert(*owner);
             }
         }
         learned.push(Learned {
@@ -109,14 +107,14 @@ pub fn write_back(
             written,
         });
     }
-    if learned.iter().any(|l| l.written > 0) {
-        let mut rebuilt: BTreeMap<(usize, usize), Vec<&str>> = BTreeMap::new();
-        for ((_, t), owner) in pairs.iter().zip(&owners) {
+    let mut rebuilt: BTreeMap<(usize, usize), Vec<&str>> = BTreeMap::new();
+    for ((_, t), owner) in pairs.iter().zip(&owners) {
+        if changed.contains(owner) {
             rebuilt.entry(*owner).or_default().push(t);
         }
-        for ((ci, ui), lines) in rebuilt {
-            texts[ci][ui] = Some(lines.join("\n"));
-        }
+    }
+    for ((ci, ui), lines) in rebuilt {
+        texts[ci][ui] = Some(lines.join("\n"));
     }
     learned
 }
@@ -129,13 +127,9 @@ fn learn(
     term: &str,
     taken: &BTreeSet<&str>,
 ) -> Option<(String, usize)> {
-    let lower = term.to_lowercase();
     let missing: Vec<&str> = pairs
         .iter()
-        .filter(|(s, t)| {
-            let wanted = count_term(s, term, usize::MAX);
-            wanted > 0 && count_term(&t.to_lowercase(), &lower, wanted) < wanted
-        })
+        .filter(|(s, t)| term_missing(s, t, term) > 0)
         .map(|(_, t)| t.as_str())
         .collect();
     if missing.len() < MIN_LINES {

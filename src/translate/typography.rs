@@ -93,22 +93,28 @@ fn kept_terms_back(ctx: &CheckContext, source: &str, line: &str) -> String {
         .filter(|e| e.keeps_source() && !e.replaces.is_empty())
     {
         let words: Vec<&str> = e.replaces.iter().map(String::as_str).collect();
-        out = term_back(source, &out, &e.source, &words);
+        out = term_back(source, &out, &e.source, &words).0;
     }
     out
 }
 
-/// `line` with `term` written back in place of `words` (longer words first, first
-/// occurrences first) as many times as `source` writes the term (capitalised as the term,
-/// any plural) more often than `line` has it.
-pub(crate) fn term_back(source: &str, line: &str, term: &str, words: &[&str]) -> String {
-    let mut out = line.to_string();
+/// How many times `source` writes `term` (capitalised as the term, any plural) more
+/// often than `line` has it (in any case).
+pub(crate) fn term_missing(source: &str, line: &str, term: &str) -> usize {
     let wanted = count_term(source, term, usize::MAX);
     if wanted == 0 {
-        return out;
+        return 0;
     }
-    let have = count_term(&out.to_lowercase(), &term.to_lowercase(), wanted);
-    let mut missing = wanted.saturating_sub(have);
+    wanted - count_term(&line.to_lowercase(), &term.to_lowercase(), wanted)
+}
+
+/// `line` with `term` written back in place of `words` (longer words first, first
+/// occurrences first) as many times as it is missing ([`term_missing`]), and how many
+/// times it was written.
+pub(crate) fn term_back(source: &str, line: &str, term: &str, words: &[&str]) -> (String, usize) {
+    let mut out = line.to_string();
+    let mut missing = term_missing(source, line, term);
+    let mut written = 0;
     let mut words = words.to_vec();
     words.sort_by_key(|w| std::cmp::Reverse(w.len()));
     for w in words {
@@ -116,9 +122,10 @@ pub(crate) fn term_back(source: &str, line: &str, term: &str, words: &[&str]) ->
             let Some(at) = out.find(w) else { break };
             out.replace_range(at..at + w.len(), term);
             missing -= 1;
+            written += 1;
         }
     }
-    out
+    (out, written)
 }
 
 /// `line` with its straight double quotes as curly ones, when it is Chinese text (it has
