@@ -157,11 +157,20 @@ fn backend_reuses_prefix_from_memory_and_from_disk() {
             "{name}: cached output differs from recompute"
         );
         // Throughput mode: the same requests decoded together give the same replies, and
-        // all but the first find the prefix in memory; each keeps its own token limit.
-        let texts = ["Latency matters.", "Tokens are cheap.", "Caches save time."];
+        // all but the first find the prefix in memory; each keeps its own token limit. Six
+        // requests with four slots: the short ones leave early and the last two take their
+        // slots mid-batch (continuous batching).
+        let texts = [
+            "Latency matters.",
+            "Tokens are cheap.",
+            "Caches save time.",
+            "Batches share weights.",
+            "Kernels are exact.",
+            "Slots are reused.",
+        ];
         let reqs: Vec<_> = texts
             .iter()
-            .zip([10, 4, 7])
+            .zip([10, 4, 7, 12, 3, 9])
             .map(|(t, n)| {
                 let mut r = request(t);
                 r.params.max_new_tokens = n;

@@ -3,7 +3,7 @@
 //! on-device engine with the prefix cache; a remote OpenAI-compatible server can implement
 //! the same trait without touching the agents.
 
-use super::generate::{FinishReason, Generation, GenerationParams};
+use super::generate::{ActiveSequence, FinishReason, Generation, GenerationParams};
 use super::kernels::SMALL_BATCH;
 use super::kv_cache::KvCache;
 use super::prefix_cache::disk::DiskPrefixCache;
@@ -56,6 +56,45 @@ pub struct Completion {
     pub draft_accepted: usize,
 }
 
+/// Where a continuous batch ([`ChatBackend::complete_stream`]) takes its requests from and
+/// gives its replies to. Requests carry the feed's own ids.
+pub trait RequestFeed {
+    /// The next request to start now, or `None` when none is ready; asked again after every
+    /// reply, so a reply may make the next request ready (a revision, a unit that waited).
+    fn next_request(&mut self) -> Result<Option<(usize, ChatRequest)>>;
+    /// The reply to request `id`.
+    fn reply(&mut self, id: usize, reply: Completion) -> Result<()>;
+}
+
+/// Rounds: up to `width` requests from `feed` sent as one [`ChatBackend::complete_batch`],
+/// their replies given back, until the feed has none ready. The default
+/// [`ChatBackend::complete_stream`].
+pub fn complete_in_rounds(
+    backend: &mut (impl ChatBackend + ?Sized),
+    width: usize,
+    feed: &mut dyn RequestFeed,
+) -> Result<()> {
+    loop {
+        let mut ids = Vec::new();
+        let mut reqs = Vec::new();
+        while reqs.len() < width.max(1) {
+            let Some((id, req)) = feed.next_request()? else {
+                break;
+            };
+            ids.push(id);
+            reqs.push(req);
+        }
+        let replies = match reqs.len() {
+            0 => return Ok(()),
+            1 => vec![backend.complete(&reqs[0])?],
+            _ => backend.complete_batch(&reqs)?,
+        };
+        for (id, reply) in ids.into_iter().zip(replies) {
+            feed.reply(id, reply)?;
+        }
+    }
+}
+
 /// What agents need from a model.
 pub trait ChatBackend {
     /// Generate a reply.
@@ -64,6 +103,13 @@ pub trait ChatBackend {
     /// (throughput mode) does. The replies are the ones [`Self::complete`] would give.
     fn complete_batch(&mut self, reqs: &[ChatRequest]) -> Result<Vec<Completion>> {
         reqs.iter().map(|r| self.complete(r)).collect()
+    }
+    /// Continuous batching: up to `width` requests from `feed` in flight at once, a new one
+    /// taken as soon as one ends; returns when the feed has none ready and none is in
+    /// flight. Each reply is the one [`Self::complete`] would give. By default, rounds
+    /// ([`complete_in_rounds`]): a round lasts as long as its longest reply.
+    fn complete_stream(&mut self, width: usize, feed: &mut dyn RequestFeed) -> Result<()> {
+        complete_in_rounds(self, width, feed)
     }
     /// Count tokens of a text (for budgets).
     fn count_tokens(&self, text: &str) -> Result<usize>;
@@ -139,20 +185,32 @@ impl Prepared {
     /// The reply to this prepared request: `wall` seconds for the call (or its batch),
     /// `busy` of them attributable to it.
     fn completion(&self, gen: Generation, wall: f64, busy: f64) -> Completion {
-        Completion {
-            text: gen.text,
-            prompt_tokens: self.tokens.len(),
-            cached_tokens: self.hit,
-            cache_source: self.source,
-            completion_tokens: gen.tokens.len(),
-            latency_seconds: wall,
-            busy_seconds: busy,
-            ttft_seconds: wall - gen.decode_seconds,
-            finish: gen.finish,
-            decode_seconds: gen.decode_seconds,
-            draft_proposed: gen.draft_proposed,
-            draft_accepted: gen.draft_accepted,
-        }
+        completion(gen, self.hit, self.source, wall, busy)
+    }
+}
+
+/// A reply from its generation, the prompt tokens the cache held (and from where), its
+/// `wall` seconds and the `busy` seconds attributable to it.
+fn completion(
+    gen: Generation,
+    hit: usize,
+    source: &'static str,
+    wall: f64,
+    busy: f64,
+) -> Completion {
+    Completion {
+        prompt_tokens: gen.prompt_tokens,
+        text: gen.text,
+        cached_tokens: hit,
+        cache_source: source,
+        completion_tokens: gen.tokens.len(),
+        latency_seconds: wall,
+        busy_seconds: busy,
+        ttft_seconds: wall - gen.decode_seconds,
+        finish: gen.finish,
+        decode_seconds: gen.decode_seconds,
+        draft_proposed: gen.draft_proposed,
+        draft_accepted: gen.draft_accepted,
     }
 }
 
@@ -255,33 +313,107 @@ impl ChatBackend for LocalBackend {
         Ok(p.completion(gen, wall, wall))
     }
 
-    /// Up to [`SMALL_BATCH`] requests are decoded together ([`Engine::generate_batch`]),
-    /// each with its own generation parameters; each reply's latency is the batch's wall
-    /// time.
+    /// More than one request: decoded together, [`SMALL_BATCH`] at a time, continuously
+    /// ([`Self::complete_stream`]); each reply's latency runs from its start to its end.
     fn complete_batch(&mut self, reqs: &[ChatRequest]) -> Result<Vec<Completion>> {
-        let mut out = Vec::with_capacity(reqs.len());
-        for group in reqs.chunks(SMALL_BATCH) {
-            if group.len() == 1 {
-                out.push(self.complete(&group[0])?);
-                continue;
+        if reqs.len() == 1 {
+            return Ok(vec![self.complete(&reqs[0])?]);
+        }
+        struct All<'r> {
+            reqs: std::iter::Enumerate<std::slice::Iter<'r, ChatRequest>>,
+            replies: Vec<Option<Completion>>,
+        }
+        impl RequestFeed for All<'_> {
+            fn next_request(&mut self) -> Result<Option<(usize, ChatRequest)>> {
+                Ok(self.reqs.next().map(|(i, r)| (i, r.clone())))
             }
-            let start = Instant::now();
-            let mut prepared = group
-                .iter()
-                .map(|r| self.prepare(r))
-                .collect::<Result<Vec<_>>>()?;
-            let mut jobs: Vec<(&mut KvCache, &[u32])> = prepared
-                .iter_mut()
-                .map(|p| (&mut p.cache, p.tokens.as_slice()))
-                .collect();
-            let params: Vec<GenerationParams> = group.iter().map(|r| r.params.clone()).collect();
-            let gens = self.engine.generate_batch(&mut jobs, &params)?;
-            let wall = start.elapsed().as_secs_f64();
-            for (p, gen) in prepared.iter().zip(gens) {
-                out.push(p.completion(gen, wall, wall / group.len() as f64));
+            fn reply(&mut self, id: usize, reply: Completion) -> Result<()> {
+                self.replies[id] = Some(reply);
+                Ok(())
             }
         }
-        Ok(out)
+        let mut all = All {
+            reqs: reqs.iter().enumerate(),
+            replies: vec![None; reqs.len()],
+        };
+        self.complete_stream(SMALL_BATCH, &mut all)?;
+        all.replies
+            .into_iter()
+            .map(|r| r.ok_or_else(|| anyhow::anyhow!("a batched request got no reply")))
+            .collect()
+    }
+
+    /// Up to `width` (at most [`SMALL_BATCH`]) sequences advance together, one token per
+    /// forward pass ([`Engine::step_sequences`]); a request joins as soon as a slot is free
+    /// (its prompt prefilled then, its stable prefix from the prefix cache) and its reply is
+    /// given back the step it ends. Width 1 is single calls ([`Self::complete`], with the
+    /// draft when there is one). Each reply's busy seconds are its prefill plus its share
+    /// of every step it was in.
+    fn complete_stream(&mut self, width: usize, feed: &mut dyn RequestFeed) -> Result<()> {
+        let width = width.clamp(1, SMALL_BATCH);
+        if width == 1 {
+            return complete_in_rounds(self, 1, feed);
+        }
+        struct Live<'e> {
+            id: usize,
+            seq: ActiveSequence<'e>,
+            hit: usize,
+            source: &'static str,
+            start: Instant,
+            busy: f64,
+        }
+        let Self {
+            engine,
+            store,
+            disk,
+            ..
+        } = self;
+        let mut live: Vec<Live<'_>> = Vec::with_capacity(width);
+        loop {
+            while live.len() < width {
+                let Some((id, req)) = feed.next_request()? else {
+                    break;
+                };
+                let start = Instant::now();
+                let p = prepare(engine, store, disk.as_ref(), &req)?;
+                let seq = engine.start_sequence(p.cache, &p.tokens, req.params)?;
+                live.push(Live {
+                    id,
+                    seq,
+                    hit: p.hit,
+                    source: p.source,
+                    start,
+                    busy: start.elapsed().as_secs_f64(),
+                });
+            }
+            if live.is_empty() {
+                return Ok(());
+            }
+            let stepping: Vec<bool> = live.iter().map(|l| !l.seq.is_done()).collect();
+            let n = stepping.iter().filter(|&&s| s).count();
+            if n > 0 {
+                let step = Instant::now();
+                let mut seqs: Vec<&mut ActiveSequence<'_>> =
+                    live.iter_mut().map(|l| &mut l.seq).collect();
+                engine.step_sequences(&mut seqs)?;
+                let share = step.elapsed().as_secs_f64() / n as f64;
+                for (l, _) in live.iter_mut().zip(&stepping).filter(|(_, &s)| s) {
+                    l.busy += share;
+                }
+            }
+            // Replies in the order their requests started (deterministic).
+            let mut i = 0;
+            while i < live.len() {
+                if !live[i].seq.is_done() {
+                    i += 1;
+                    continue;
+                }
+                let l = live.remove(i);
+                let (gen, _) = l.seq.finish()?;
+                let wall = l.start.elapsed().as_secs_f64();
+                feed.reply(l.id, completion(gen, l.hit, l.source, wall, l.busy))?;
+            }
+        }
     }
 
     fn count_tokens(&self, text: &str) -> Result<usize> {

@@ -1,11 +1,12 @@
 //! The translate stage: every unit through the translation agent, with checks, one
 //! revision and the fallback cascade ([`super::passage`]).
 //!
-//! In orchestrated mode up to `--batch` units are in flight: each round sends one request
-//! per unit in flight (its first attempt or its revision) as one batch — throughput mode,
-//! whose replies are exactly those the requests get one at a time — then checks every
-//! reply. A unit leaves the flight when it passes or has used its revision (then the
-//! fallback finishes it) and is checkpointed at once. Units found in the translation memory
+//! In orchestrated mode up to `--batch` units are in flight, decoded together as the
+//! backend's continuous batch ([`ChatBackend::complete_stream`]): a reply is checked the
+//! moment it ends and the slot goes to the next unit (or a revision) at once — throughput
+//! mode, whose replies are exactly those the requests get one at a time. A unit that
+//! passes is checkpointed at once; one that still fails after its revision waits for the
+//! batch to drain, then the fallback finishes it. Units found in the translation memory
 //! are done without a call. Single mode's growing conversation takes one unit at a time.
 //!
 //! A chapter's opening unit goes first: when the model's reply for it passes whole, that
@@ -19,7 +20,7 @@ use super::glossary_stage::Terms;
 use super::manager::{inject_house_terms, Exchange, Manager, MemoryEntry, Mode};
 use super::passage;
 use crate::checks::{Finding, Severity};
-use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
+use crate::engine::backend::{ChatBackend, ChatRequest, Completion, RequestFeed};
 use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
@@ -100,7 +101,7 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Res
                     .map(move |(ui, _)| (ci, ui))
             })
             .collect(),
-        flight: Vec::new(),
+        revisions: VecDeque::new(),
         params: GenerationParams::default(),
         openings: m
             .plan
@@ -115,30 +116,125 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Res
         Mode::Single => 1,
     };
     loop {
-        s.fill_flight(m, terms, batch);
-        if s.flight.is_empty() || !s.reserve(m)? {
-            break;
-        }
-        let (reqs, own) = s.requests(m, terms)?;
-        let replies = if reqs.len() == 1 {
-            vec![backend.complete(&reqs[0])?]
-        } else {
-            backend.complete_batch(&reqs)?
+        let mut feed = Feed {
+            s: &mut s,
+            m: &mut *m,
+            terms,
+            live: Vec::new(),
+            next_id: 0,
+            reserved: 0,
+            fallbacks: Vec::new(),
+            own: Vec::new(),
         };
-        let jobs: Vec<UnitJob> = s.flight.drain(..).collect();
-        for ((job, done), own) in jobs.into_iter().zip(replies).zip(own) {
-            s.take_reply(m, backend, terms, job, done, own)?;
+        backend.complete_stream(batch, &mut feed)?;
+        let Feed { fallbacks, own, .. } = feed;
+        for (messages, completion_tokens) in own {
+            let prompt = backend.prompt_tokens(&messages)?;
+            s.out.orchestrated_peak = s.out.orchestrated_peak.max(prompt + completion_tokens);
         }
-        if s.out.stopped.is_some() {
-            // Units still being revised go back to planned (as a crash would leave them).
-            for job in s.flight.drain(..) {
-                m.set_state(&m.plan.units[job.ci][job.ui], UnitState::Planned)?;
-            }
+        if fallbacks.is_empty() {
             break;
         }
+        for job in fallbacks {
+            s.finish_by_fallback(m, backend, terms, job)?;
+        }
+    }
+    // A run stopped early: units waiting for their revision go back to planned (as a crash
+    // would leave them).
+    for job in s.revisions.drain(..) {
+        m.set_state(&m.plan.units[job.ci][job.ui], UnitState::Planned)?;
     }
     m.progress.finish_and_clear();
     Ok(s.out)
+}
+
+/// The stage as the backend's continuous batch sees it: the next unit's request when one
+/// is ready, each reply checked the moment it arrives. A unit that still fails after its
+/// attempts waits in `fallbacks`: the fallback calls the model itself, so it runs once the
+/// batch has drained (and the units of a chapter whose opening it finishes wait for it).
+struct Feed<'a, 'm> {
+    s: &'a mut Scheduler,
+    m: &'a mut Manager<'m>,
+    terms: &'a Terms,
+    /// Units whose requests are decoding: their ids, jobs and token allowances.
+    live: Vec<(usize, UnitJob, usize)>,
+    next_id: usize,
+    /// The live requests' token allowances, reserved against the budget.
+    reserved: usize,
+    fallbacks: Vec<UnitJob>,
+    /// Single mode: each unit's own prompt and reply length (the orchestrated peak).
+    own: Vec<(Vec<Message>, usize)>,
+}
+
+impl RequestFeed for Feed<'_, '_> {
+    fn next_request(&mut self) -> Result<Option<(usize, ChatRequest)>> {
+        let single = self.m.opts.mode == Mode::Single;
+        // Single mode's conversation takes units strictly one after another.
+        if self.s.out.stopped.is_some()
+            || (single && !(self.live.is_empty() && self.fallbacks.is_empty()))
+        {
+            return Ok(None);
+        }
+        let lead = self.live.first().map(|(_, j, _)| (j.ci, j.ui));
+        let busy = !(self.live.is_empty() && self.fallbacks.is_empty());
+        let job = match self.s.revisions.pop_front() {
+            Some(job) => job,
+            None => match self.s.next_job(self.m, self.terms, lead, busy) {
+                Some(job) => job,
+                None => return Ok(None),
+            },
+        };
+        // Budgets: each request in flight reserves its whole token allowance; one that does
+        // not fit goes back to planned and the run stops once the flight has landed.
+        let unit = &self.m.plan.units[job.ci][job.ui];
+        let allowance = max_new_tokens_for(unit);
+        if let Some(reason) = self.m.over_budget(self.reserved + allowance) {
+            self.s.out.stopped = Some(reason);
+            self.m.set_state(unit, UnitState::Planned)?;
+            return Ok(None);
+        }
+        self.reserved += allowance;
+        let (req, own) = self.s.request(self.m, self.terms, &job)?;
+        if let Some(messages) = own {
+            self.own.push((messages, 0));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.live.push((id, job, allowance));
+        let m = &*self.m;
+        self.m.progress.set_message(
+            self.live
+                .iter()
+                .map(|(_, j, _)| {
+                    format!(
+                        "{} (attempt {})",
+                        m.plan.units[j.ci][j.ui].id,
+                        j.attempt + 1
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        Ok(Some((id, req)))
+    }
+
+    fn reply(&mut self, id: usize, done: Completion) -> Result<()> {
+        let at = (self.live.iter().position(|(i, _, _)| *i == id))
+            .ok_or_else(|| anyhow::anyhow!("a reply to request {id}, which is not in flight"))?;
+        let (_, job, allowance) = self.live.remove(at);
+        self.reserved -= allowance;
+        if let Some(own) = self
+            .own
+            .last_mut()
+            .filter(|_| self.m.opts.mode == Mode::Single)
+        {
+            own.1 = done.completion_tokens;
+        }
+        if let Some(job) = self.s.take_reply(self.m, self.terms, job, done)? {
+            self.fallbacks.push(job);
+        }
+        Ok(())
+    }
 }
 
 struct Scheduler {
@@ -146,7 +242,8 @@ struct Scheduler {
     /// Single mode's conversation so far.
     history: Vec<Message>,
     queue: VecDeque<(usize, usize)>,
-    flight: Vec<UnitJob>,
+    /// Units whose next attempt (a revision) is due, sent before new units.
+    revisions: VecDeque<UnitJob>,
     params: GenerationParams,
     /// Each chapter's opening unit (its first to translate).
     openings: Vec<Option<usize>>,
@@ -156,21 +253,29 @@ struct Scheduler {
 }
 
 impl Scheduler {
-    /// Fill the flight; units found in the translation memory are done at once.
-    fn fill_flight(&mut self, m: &mut Manager, terms: &Terms, batch: usize) {
-        while self.flight.len() < batch && self.out.stopped.is_none() {
-            // The next unit whose chapter's example is settled, or an opening.
-            let single = m.opts.mode == Mode::Single;
+    /// The next unit to send to the model, its chapter's example settled (or an opening);
+    /// units found in the translation memory are done on the way. Among the next few
+    /// ready units it takes the one closest in length to `lead`, the oldest unit in flight:
+    /// a round of a backend without continuous batching lasts as long as its longest
+    /// reply, so units of a size decode together (every reply is the one it gets alone, so
+    /// only the time changes). With nothing `busy` (no unit in flight or awaiting the
+    /// fallback) the queue's front is taken even if not ready: nothing it waits for is
+    /// coming.
+    fn next_job(
+        &mut self,
+        m: &mut Manager,
+        terms: &Terms,
+        lead: Option<(usize, usize)>,
+        busy: bool,
+    ) -> Option<UnitJob> {
+        let single = m.opts.mode == Mode::Single;
+        loop {
             let ready = |&(ci, ui): &(usize, usize)| {
                 single || self.openings[ci] == Some(ui) || self.examples[ci].is_some()
             };
-            // Among the next few ready units, the one closest in length to the flight's
-            // first: a round lasts as long as its longest reply, so units of a size decode
-            // together (every reply is the one it gets alone, so only the time changes).
-            // (Nothing waits on an opening that is not in flight; the front is a safe pick.)
             let size = |&(ci, ui): &(usize, usize)| max_new_tokens_for(&m.plan.units[ci][ui]);
-            let lead = self.flight.first().map(|j| size(&(j.ci, j.ui)));
-            let Some(at) = self
+            let lead = lead.map(|l| size(&l));
+            let at = self
                 .queue
                 .iter()
                 .enumerate()
@@ -178,10 +283,7 @@ impl Scheduler {
                 .take(if lead.is_some() { LOOKAHEAD } else { 1 })
                 .min_by_key(|(_, q)| lead.map_or(0, |l| size(q).abs_diff(l)))
                 .map(|(at, _)| at)
-                .or_else(|| (self.flight.is_empty() && !self.queue.is_empty()).then_some(0))
-            else {
-                break;
-            };
+                .or_else(|| (!busy && !self.queue.is_empty()).then_some(0))?;
             let (ci, ui) = self.queue.remove(at).expect("in the queue");
             let unit = &m.plan.units[ci][ui];
             let example = match &self.examples[ci] {
@@ -218,7 +320,7 @@ impl Scheduler {
                 m.progress.inc(1);
                 continue;
             }
-            self.flight.push(UnitJob {
+            return Some(UnitJob {
                 ci,
                 ui,
                 key,
@@ -230,117 +332,76 @@ impl Scheduler {
         }
     }
 
-    /// Budgets: each request of the round reserves its whole token allowance; the requests
-    /// that do not fit go back to planned and the run stops after this round. `false`
-    /// when nothing is left to send.
-    fn reserve(&mut self, m: &mut Manager) -> Result<bool> {
-        let mut reserved = 0;
-        let mut fit = 0;
-        for job in &self.flight {
-            reserved += max_new_tokens_for(&m.plan.units[job.ci][job.ui]);
-            if let Some(reason) = m.over_budget(reserved) {
-                self.out.stopped = Some(reason);
-                break;
-            }
-            fit += 1;
-        }
-        for job in self.flight.drain(fit..) {
-            m.set_state(&m.plan.units[job.ci][job.ui], UnitState::Planned)?;
-        }
-        Ok(!self.flight.is_empty())
-    }
-
-    /// This round's requests; in single mode also each unit's own prompt (to report what
-    /// the orchestrated mode's context would have been).
-    #[allow(clippy::type_complexity)]
-    fn requests(
+    /// A unit's request for its next attempt; in single mode also the unit's own prompt (to
+    /// report what the orchestrated mode's context would have been).
+    fn request(
         &mut self,
         m: &mut Manager,
         terms: &Terms,
-    ) -> Result<(Vec<ChatRequest>, Vec<Option<Vec<Message>>>)> {
-        let mut reqs = Vec::with_capacity(self.flight.len());
-        let mut own_prompts = Vec::with_capacity(self.flight.len());
-        for job in &self.flight {
-            let unit = &m.plan.units[job.ci][job.ui];
-            let state = if job.attempt == 0 {
-                UnitState::Running
-            } else {
-                UnitState::Revising
-            };
-            m.set_state(unit, state)?;
-            let req = unit_request(
-                m,
-                terms,
-                unit,
-                &Skeleton::of(unit).model_text(),
-                &job.findings_text,
-                &self.params,
-                None,
-                job.example.as_ref(),
-            )?;
-            let (messages, split, own) = match m.opts.mode {
-                Mode::Orchestrated => (req.messages, req.split, None),
-                Mode::Single => {
-                    // One growing conversation: system once, then every unit and reply.
-                    if self.history.is_empty() {
-                        self.history.push(req.messages[0].clone());
-                    }
-                    let mut msgs = self.history.clone();
-                    msgs.push(req.messages[1].clone());
-                    let split = SplitPoint {
-                        message: msgs.len() - 1,
-                        offset: 0,
-                    };
-                    (msgs, split, Some(req.messages))
+        job: &UnitJob,
+    ) -> Result<(ChatRequest, Option<Vec<Message>>)> {
+        let unit = &m.plan.units[job.ci][job.ui];
+        let state = if job.attempt == 0 {
+            UnitState::Running
+        } else {
+            UnitState::Revising
+        };
+        m.set_state(unit, state)?;
+        let req = unit_request(
+            m,
+            terms,
+            unit,
+            &Skeleton::of(unit).model_text(),
+            &job.findings_text,
+            &self.params,
+            None,
+            job.example.as_ref(),
+        )?;
+        Ok(match m.opts.mode {
+            Mode::Orchestrated => (req, None),
+            Mode::Single => {
+                // One growing conversation: system once, then every unit and reply.
+                if self.history.is_empty() {
+                    self.history.push(req.messages[0].clone());
                 }
-            };
-            reqs.push(ChatRequest {
-                messages,
-                split,
-                params: req.params,
-            });
-            own_prompts.push(own);
-        }
-        m.progress.set_message(
-            self.flight
-                .iter()
-                .map(|j| {
-                    format!(
-                        "{} (attempt {})",
-                        m.plan.units[j.ci][j.ui].id,
-                        j.attempt + 1
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        Ok((reqs, own_prompts))
+                let mut messages = self.history.clone();
+                messages.push(req.messages[1].clone());
+                let split = SplitPoint {
+                    message: messages.len() - 1,
+                    offset: 0,
+                };
+                let own = req.messages;
+                let req = ChatRequest {
+                    messages,
+                    split,
+                    params: req.params,
+                };
+                (req, Some(own))
+            }
+        })
     }
 
-    /// Check one reply: back into the flight for its revision, or finished.
+    /// Check one reply: the unit is due for its revision, finished, or (returned) due for
+    /// the fallback.
     fn take_reply(
         &mut self,
         m: &mut Manager,
-        backend: &mut dyn ChatBackend,
         terms: &Terms,
         mut job: UnitJob,
         done: Completion,
-        own: Option<Vec<Message>>,
-    ) -> Result<()> {
+    ) -> Result<Option<UnitJob>> {
         let unit = &m.plan.units[job.ci][job.ui];
         let attempt = job.attempt;
         self.out.context_peak = self
             .out
             .context_peak
             .max(done.prompt_tokens + done.completion_tokens);
-        let orchestrated_prompt = match &own {
-            None => done.prompt_tokens,
-            Some(messages) => backend.prompt_tokens(messages)?,
-        };
-        self.out.orchestrated_peak = self
-            .out
-            .orchestrated_peak
-            .max(orchestrated_prompt + done.completion_tokens);
+        if m.opts.mode == Mode::Orchestrated {
+            self.out.orchestrated_peak = self
+                .out
+                .orchestrated_peak
+                .max(done.prompt_tokens + done.completion_tokens);
+        }
         m.set_state(unit, UnitState::Reviewing)?;
         let skeleton = Skeleton::of(unit);
         let (text, findings) = match passage::accept_unit(unit, &skeleton, &done, &terms.ctx) {
@@ -399,55 +460,73 @@ impl Scheduler {
         }
         if n_err > 0 && attempt < m.opts.revisions {
             job.attempt += 1;
-            self.flight.push(job);
-            return Ok(());
+            if self.out.stopped.is_some() {
+                m.set_state(unit, UnitState::Planned)?;
+            } else {
+                self.revisions.push_back(job);
+            }
+            return Ok(None);
         }
-        self.finish(m, backend, terms, job, &skeleton)
+        match job.best.take() {
+            Some(best) if best.errors == 0 => {
+                let attempts = job.attempt + 1;
+                let done = (0, best.text, best.findings, best.exchange);
+                self.finish(m, job, attempts, done)?;
+                Ok(None)
+            }
+            _ => Ok(Some(job)),
+        }
     }
 
-    /// Record a finished unit and checkpoint. A unit that still fails goes through the
-    /// fallback cascade (segments, sentences, source sentence) first.
-    fn finish(
+    /// Finish a unit that still fails through the fallback cascade (segments, sentences,
+    /// source sentence).
+    fn finish_by_fallback(
         &mut self,
         m: &mut Manager,
         backend: &mut dyn ChatBackend,
         terms: &Terms,
-        mut job: UnitJob,
-        skeleton: &Skeleton,
+        job: UnitJob,
     ) -> Result<()> {
         let unit = &m.plan.units[job.ci][job.ui];
-        let mut attempts = job.attempt + 1;
-        let (n_err, text, findings, exchange) = match job.best.take() {
-            Some(best) if best.errors == 0 => (0, best.text, best.findings, best.exchange),
-            _ => {
-                let params = self.params.clone();
-                let example = job.example.as_ref();
-                let request = |text: &str, findings: &[String], max: usize| {
-                    unit_request(m, terms, unit, text, findings, &params, Some(max), example)
-                };
-                let keep = |text: &str| inject_house_terms(text, &terms.glossary);
-                let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;
-                for (note, c, outcome) in &fb.calls {
-                    m.record_call("fallback", note, c, outcome);
-                }
-                attempts += 1;
-                let n = fb
-                    .findings
-                    .iter()
-                    .filter(|f| f.severity == Severity::Error)
-                    .count();
-                // An opening finished piece by piece is still the chapter's worked example
-                // when every piece passed: its lines are the model's own translation.
-                let opening = self.openings[job.ci] == Some(job.ui);
-                let exchange = match (&fb.model_lines, n, opening) {
-                    (Some(lines), 0, true) => {
-                        Some(worked_example(unit, skeleton, terms, &lines.join("\n")))
-                    }
-                    _ => None,
-                };
-                (n, fb.text, fb.findings, exchange)
-            }
+        let skeleton = &Skeleton::of(unit);
+        let params = self.params.clone();
+        let example = job.example.as_ref();
+        let request = |text: &str, findings: &[String], max: usize| {
+            unit_request(m, terms, unit, text, findings, &params, Some(max), example)
         };
+        let keep = |text: &str| inject_house_terms(text, &terms.glossary);
+        let fb = passage::fallback(backend, unit, skeleton, &request, &keep, &terms.ctx)?;
+        for (note, c, outcome) in &fb.calls {
+            m.record_call("fallback", note, c, outcome);
+        }
+        let n = fb
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count();
+        // An opening finished piece by piece is still the chapter's worked example
+        // when every piece passed: its lines are the model's own translation.
+        let opening = self.openings[job.ci] == Some(job.ui);
+        let exchange = match (&fb.model_lines, n, opening) {
+            (Some(lines), 0, true) => {
+                Some(worked_example(unit, skeleton, terms, &lines.join("\n")))
+            }
+            _ => None,
+        };
+        let attempts = job.attempt + 2;
+        self.finish(m, job, attempts, (n, fb.text, fb.findings, exchange))
+    }
+
+    /// Record a finished unit (its error count, text, findings and worked example, after
+    /// `attempts` tries) and checkpoint.
+    fn finish(
+        &mut self,
+        m: &mut Manager,
+        job: UnitJob,
+        attempts: usize,
+        (n_err, text, findings, exchange): (usize, String, Vec<Finding>, Option<Exchange>),
+    ) -> Result<()> {
+        let unit = &m.plan.units[job.ci][job.ui];
         if self.openings[job.ci] == Some(job.ui) {
             self.examples[job.ci] = Some(exchange.clone());
         }

@@ -9,8 +9,9 @@
 //! matrix is materialised: a row's scores live in a per-thread buffer.
 //!
 //! Three CPU paths compute it: the AVX-512 group tiles of [`tiles`] over the cache's
-//! [`KeyBlocks`] ([`blocked_attention`], where [`uses_key_blocks`]), an AVX2 row kernel and a
-//! portable row kernel (both in [`causal_attention`]). Each is batch-invariant on its own.
+//! [`KeyBlocks`] ([`blocked_attention`], where [`uses_key_blocks`]), an AVX2 kernel that takes
+//! up to three query heads of a kv head per read of its keys and values, and a portable row
+//! kernel (both in [`causal_attention`]). Each is batch-invariant on its own.
 //! [`grouped_attention_reference`] is the straightforward tensor-op version, used on GPU
 //! devices and as the reference the kernels are tested against.
 
@@ -291,12 +292,14 @@ fn attend_row(
     }
 }
 
-/// The same computation with AVX2 + FMA for head size `8·L`: the query held in `L`
+/// The same computation with AVX2 + FMA for head size `8·L` (one row; the production path
+/// is [`attend_rows_avx2`], which does this for up to three rows per key read and is tested
+/// bit-identical to it): the query held in `L`
 /// registers, scores for eight keys at a time (eight independent dot products reduced by a
 /// transpose of horizontal adds), a vectorised `exp` ([`exp8`]), and the weighted values
 /// accumulated in registers. Still one row from its own keys in key order, so still
 /// batch-invariant.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_row_avx2<const L: usize>(
@@ -375,6 +378,121 @@ unsafe fn attend_row_avx2<const L: usize>(
     }
 }
 
+/// Query rows sharing a kv head, at most this many per [`attend_rows_avx2`] call.
+#[cfg(target_arch = "x86_64")]
+const GROUP_ROWS: usize = 3;
+
+/// [`attend_row_avx2`] for `R` query rows of one kv head at once (rows `r` at
+/// `q[r * q_stride..][..hd]`, outputs `out[r * hd..][..hd]`, scores in `scores[r]`): every
+/// key and value is loaded once for all of them instead of once per row. Each row's
+/// arithmetic is the row kernel's operation for operation — the same chain of fused
+/// multiply-adds per score and the same reduction trees (the horizontal-add tree in whole
+/// blocks of eight keys, the other for the last keys), the same max, exponentials and sum,
+/// each output the same chain over the keys in order — so the outputs are bit-for-bit
+/// those of [`attend_row_avx2`] (tested), and as batch-invariant.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_rows_avx2<const L: usize, const R: usize>(
+    q: &[f32],
+    q_stride: usize,
+    keys: &[f32],
+    values: &[f32],
+    visible: usize,
+    scale: f32,
+    scores: &mut [Vec<f32>; GROUP_ROWS],
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let hd = L * 8;
+    let padded = visible.next_multiple_of(8);
+    for s in scores.iter_mut().take(R) {
+        s.clear();
+        s.resize(padded, f32::NEG_INFINITY);
+    }
+    let qp = q.as_ptr();
+    let kp = keys.as_ptr();
+    let scalev = _mm256_set1_ps(scale);
+    let full = visible / 8 * 8;
+    // Scores, four keys at a time for the R rows: each key's accumulator is the chain over
+    // the head's chunks, reduced as the row kernel reduces it.
+    for j in (0..full).step_by(4) {
+        let mut a = [[_mm256_setzero_ps(); 4]; R];
+        for c in 0..L {
+            let k: [__m256; 4] =
+                std::array::from_fn(|i| _mm256_loadu_ps(kp.add((j + i) * hd + c * 8)));
+            for (r, ar) in a.iter_mut().enumerate() {
+                let qc = _mm256_loadu_ps(qp.add(r * q_stride + c * 8));
+                for (ai, ki) in ar.iter_mut().zip(&k) {
+                    *ai = _mm256_fmadd_ps(qc, *ki, *ai);
+                }
+            }
+        }
+        for (r, ar) in a.iter().enumerate() {
+            let t0 = _mm256_hadd_ps(ar[0], ar[1]);
+            let t1 = _mm256_hadd_ps(ar[2], ar[3]);
+            let u = _mm256_hadd_ps(t0, t1);
+            let s4 = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+            let s4 = _mm_mul_ps(s4, _mm256_castps256_ps128(scalev));
+            _mm_storeu_ps(scores[r].as_mut_ptr().add(j), s4);
+        }
+    }
+    for j in full..visible {
+        for (r, sr) in scores.iter_mut().enumerate().take(R) {
+            let mut acc = _mm256_setzero_ps();
+            for c in 0..L {
+                let qc = _mm256_loadu_ps(qp.add(r * q_stride + c * 8));
+                acc = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kp.add(j * hd + c * 8)), acc);
+            }
+            let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            *sr.get_unchecked_mut(j) =
+                _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;
+        }
+    }
+    // Softmax per row, then each weight scaled by its row's 1 / sum (as the row kernel
+    // scales it when it uses it).
+    for sr in scores.iter_mut().take(R) {
+        let max = sr[..visible]
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let maxv = _mm256_set1_ps(max);
+        let mut sumv = _mm256_setzero_ps();
+        for c in sr.chunks_exact_mut(8) {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), maxv));
+            _mm256_storeu_ps(c.as_mut_ptr(), e);
+            sumv = _mm256_add_ps(sumv, e);
+        }
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(sumv), _mm256_extractf128_ps(sumv, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let inv = 1.0 / _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        for p in &mut sr[..visible] {
+            *p *= inv;
+        }
+    }
+    // Weighted values, four chunks of the head at a time: each output chunk is the chain
+    // over the keys in order.
+    let vp = values.as_ptr();
+    for c0 in (0..L).step_by(4) {
+        let mut acc = [[_mm256_setzero_ps(); 4]; R];
+        for j in 0..visible {
+            let v: [__m256; 4] =
+                std::array::from_fn(|c| _mm256_loadu_ps(vp.add(j * hd + (c0 + c) * 8)));
+            for (r, ar) in acc.iter_mut().enumerate() {
+                let w = _mm256_set1_ps(*scores[r].get_unchecked(j));
+                for (ac, vc) in ar.iter_mut().zip(&v) {
+                    *ac = _mm256_fmadd_ps(w, *vc, *ac);
+                }
+            }
+        }
+        for (r, ar) in acc.iter().enumerate() {
+            for (c, ac) in ar.iter().enumerate() {
+                _mm256_storeu_ps(out.as_mut_ptr().add(r * hd + (c0 + c) * 8), *ac);
+            }
+        }
+    }
+}
+
 /// Whether [`attend_row_avx2`] can run here for head size `hd` (64 or 128).
 fn use_avx2(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -389,6 +507,111 @@ fn use_avx2(hd: usize) -> bool {
         let _ = hd;
         false
     }
+}
+
+/// The AVX2 path of [`CausalAttention`]: one task per (position, kv head, run of up to
+/// [`GROUP_ROWS`] of its query heads), each through [`attend_rows_avx2`]; `dims` is
+/// `(n_head, n_kv_head, t, hd, capacity)`. Only call where [`use_avx2`] says so.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn grouped_rows_avx2(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    (nh, nkv, t, hd, cap): (usize, usize, usize, usize, usize),
+    offset: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let groups = nh / nkv;
+    let runs = groups.div_ceil(GROUP_ROWS);
+    let out_ptr = SendPtr(out.as_mut_ptr());
+    (0..t * nkv * runs).into_par_iter().for_each_init(
+        || std::array::from_fn::<Vec<f32>, GROUP_ROWS, _>(|_| Vec::new()),
+        |scores, idx| {
+            // kv head first, as in `group_tasks`: a thread's range stays on one head's keys.
+            let (g, i, run) = (idx / (t * runs), idx / runs % t, idx % runs);
+            let h0 = g * groups + run * GROUP_ROWS;
+            let rows = GROUP_ROWS.min(g * groups + groups - h0);
+            let visible = offset + i + 1;
+            let base = g * cap * hd;
+            let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
+            let qs = &q[(h0 * t + i) * hd..((h0 + rows - 1) * t + i + 1) * hd];
+            let out_ptr = &out_ptr;
+            // SAFETY: task (i, g, run) alone writes the outputs of position i's heads
+            // h0..h0 + rows, inside `out` (t × nh × hd).
+            let o = unsafe {
+                std::slice::from_raw_parts_mut(out_ptr.0.add((i * nh + h0) * hd), rows * hd)
+            };
+            // SAFETY: `use_avx2` checked AVX2 + FMA and that hd is 64 or 128; the key and
+            // value slices hold `visible` rows of `hd`, `qs` the rows' queries `t * hd`
+            // apart.
+            unsafe {
+                match (hd, rows) {
+                    (64, 1) => attend_rows_avx2::<8, 1>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                    (64, 2) => attend_rows_avx2::<8, 2>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                    (64, _) => attend_rows_avx2::<8, 3>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                    (_, 1) => attend_rows_avx2::<16, 1>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                    (_, 2) => attend_rows_avx2::<16, 2>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                    _ => attend_rows_avx2::<16, 3>(
+                        qs,
+                        t * hd,
+                        keys,
+                        values,
+                        visible,
+                        scale,
+                        scores,
+                        o,
+                    ),
+                }
+            }
+        },
+    );
 }
 
 impl CustomOp3 for CausalAttention {
@@ -433,7 +656,11 @@ impl CustomOp3 for CausalAttention {
             );
         }
         let mut out = vec![0f32; t * nh * hd];
-        let simd = use_avx2(hd);
+        #[cfg(target_arch = "x86_64")]
+        if use_avx2(hd) {
+            grouped_rows_avx2(q, k, v, (nh, nkv, t, hd, cap), offset, scale, &mut out);
+            return Ok((CpuStorage::F32(out), Shape::from((t, nh * hd))));
+        }
         // Rows of the output are [t][nh][hd]; one task per (token, head).
         out.par_chunks_mut(hd).enumerate().for_each_init(
             || Vec::with_capacity(offset + t),
@@ -444,20 +671,6 @@ impl CustomOp3 for CausalAttention {
                 let base = g * cap * hd;
                 let visible = offset + i + 1;
                 let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
-                #[cfg(target_arch = "x86_64")]
-                if simd {
-                    // SAFETY: `use_avx2` checked AVX2 + FMA and that hd is 64 or 128; the
-                    // slices hold `visible` rows of `hd` values.
-                    unsafe {
-                        if hd == 64 {
-                            attend_row_avx2::<8>(qrow, keys, values, visible, scale, scores, o)
-                        } else {
-                            attend_row_avx2::<16>(qrow, keys, values, visible, scale, scores, o)
-                        }
-                    };
-                    return;
-                }
-                let _ = simd;
                 attend_row(qrow, keys, values, visible, hd, scale, scores, o);
             },
         );
@@ -712,9 +925,79 @@ mod tests {
         t.flatten_all().unwrap().to_vec1().unwrap()
     }
 
-    fn check_kernel(hd: usize) {
+    /// The AVX2 kernel for one to three rows gives each row bit for bit what the one-row
+    /// kernel gives it, for key counts that end inside and on a block of eight.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn grouped_rows_equal_the_row_kernel_bit_for_bit() {
+        if !use_avx2(64) {
+            return;
+        }
         let d = Device::Cpu;
-        let (nh, nkv, cap) = (6, 2, 64);
+        for hd in [64, 128] {
+            for visible in [1, 3, 7, 8, 9, 16, 43, 100] {
+                let q = flat(&Tensor::randn(0f32, 1.0, (3, hd), &d).unwrap());
+                let k = flat(&Tensor::randn(0f32, 1.0, (visible, hd), &d).unwrap());
+                let v = flat(&Tensor::randn(0f32, 1.0, (visible, hd), &d).unwrap());
+                let mut one = vec![0f32; 3 * hd];
+                let mut scores = Vec::new();
+                for (r, o) in one.chunks_mut(hd).enumerate() {
+                    let qr = &q[r * hd..(r + 1) * hd];
+                    // SAFETY: AVX2 + FMA checked above; slices of `visible` rows of `hd`.
+                    unsafe {
+                        match hd {
+                            64 => attend_row_avx2::<8>(qr, &k, &v, visible, 0.125, &mut scores, o),
+                            _ => attend_row_avx2::<16>(qr, &k, &v, visible, 0.125, &mut scores, o),
+                        }
+                    }
+                }
+                for rows in 1..=GROUP_ROWS {
+                    let mut out = vec![0f32; rows * hd];
+                    let mut s = std::array::from_fn(|_| Vec::new());
+                    let qs = &q[..rows * hd];
+                    // SAFETY: as above; row r's query at r * hd.
+                    unsafe {
+                        match (hd, rows) {
+                            (64, 1) => attend_rows_avx2::<8, 1>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                            (64, 2) => attend_rows_avx2::<8, 2>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                            (64, _) => attend_rows_avx2::<8, 3>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                            (_, 1) => attend_rows_avx2::<16, 1>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                            (_, 2) => attend_rows_avx2::<16, 2>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                            _ => attend_rows_avx2::<16, 3>(
+                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
+                            ),
+                        }
+                    }
+                    assert_eq!(
+                        out,
+                        one[..rows * hd],
+                        "hd {hd}, {visible} keys, {rows} rows"
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_kernel(hd: usize) {
+        // Groups of 3, 7 (runs of 3, 3, 1), 1 and 5 (3, 2) query heads per kv head.
+        for (nh, nkv) in [(6, 2), (7, 1), (4, 4), (10, 2)] {
+            check_kernel_shape(hd, nh, nkv);
+        }
+    }
+
+    fn check_kernel_shape(hd: usize, nh: usize, nkv: usize) {
+        let d = Device::Cpu;
+        let cap = 64;
         let total = 43;
         let q = Tensor::randn(0f32, 1.0, (nh, total, hd), &d).unwrap();
         let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
