@@ -122,7 +122,6 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Res
             terms,
             live: Vec::new(),
             next_id: 0,
-            reserved: 0,
             fallbacks: Vec::new(),
             own: Vec::new(),
         };
@@ -156,11 +155,10 @@ struct Feed<'a, 'm> {
     s: &'a mut Scheduler,
     m: &'a mut Manager<'m>,
     terms: &'a Terms,
-    /// Units whose requests are decoding: their ids, jobs and token allowances.
+    /// Units whose requests are decoding: their ids, jobs and token allowances (reserved
+    /// against the budget).
     live: Vec<(usize, UnitJob, usize)>,
     next_id: usize,
-    /// The live requests' token allowances, reserved against the budget.
-    reserved: usize,
     fallbacks: Vec<UnitJob>,
     /// Single mode: each unit's own prompt and reply length (the orchestrated peak).
     own: Vec<(Vec<Message>, usize)>,
@@ -188,12 +186,12 @@ impl RequestFeed for Feed<'_, '_> {
         // not fit goes back to planned and the run stops once the flight has landed.
         let unit = &self.m.plan.units[job.ci][job.ui];
         let allowance = max_new_tokens_for(unit);
-        if let Some(reason) = self.m.over_budget(self.reserved + allowance) {
+        let reserved: usize = self.live.iter().map(|(_, _, a)| a).sum();
+        if let Some(reason) = self.m.over_budget(reserved + allowance) {
             self.s.out.stopped = Some(reason);
             self.m.set_state(unit, UnitState::Planned)?;
             return Ok(None);
         }
-        self.reserved += allowance;
         let (req, own) = self.s.request(self.m, self.terms, &job)?;
         if let Some(messages) = own {
             self.own.push((messages, 0));
@@ -221,8 +219,7 @@ impl RequestFeed for Feed<'_, '_> {
     fn reply(&mut self, id: usize, done: Completion) -> Result<()> {
         let at = (self.live.iter().position(|(i, _, _)| *i == id))
             .ok_or_else(|| anyhow::anyhow!("a reply to request {id}, which is not in flight"))?;
-        let (_, job, allowance) = self.live.remove(at);
-        self.reserved -= allowance;
+        let (_, job, _) = self.live.remove(at);
         if let Some(own) = self
             .own
             .last_mut()

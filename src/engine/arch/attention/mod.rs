@@ -349,22 +349,11 @@ unsafe fn attend_row_avx2<const L: usize>(
         for (c, qc) in qv.iter().enumerate() {
             acc = _mm256_fmadd_ps(*qc, _mm256_loadu_ps(kp.add(j * hd + c * 8)), acc);
         }
-        let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        let s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;
+        let s = hsum(acc) * scale;
         max = max.max(s);
         *scores.get_unchecked_mut(j) = s;
     }
-    let maxv = _mm256_set1_ps(max);
-    let mut sumv = _mm256_setzero_ps();
-    for c in scores.chunks_exact_mut(8) {
-        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), maxv));
-        _mm256_storeu_ps(c.as_mut_ptr(), e);
-        sumv = _mm256_add_ps(sumv, e);
-    }
-    let s4 = _mm_add_ps(_mm256_castps256_ps128(sumv), _mm256_extractf128_ps(sumv, 1));
-    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    let inv = 1.0 / _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    let inv = 1.0 / exp_sum(scores, max);
     let mut acc = [_mm256_setzero_ps(); L];
     let vp = values.as_ptr();
     for j in 0..visible {
@@ -376,6 +365,33 @@ unsafe fn attend_row_avx2<const L: usize>(
     for (c, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(out.as_mut_ptr().add(c * 8), *a);
     }
+}
+
+/// The sum of a register's eight lanes, as both AVX2 kernels reduce a key's score and the
+/// softmax sum: `((x0 + x4) + (x2 + x6)) + ((x1 + x5) + (x3 + x7))`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum(v: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
+}
+
+/// Replace each score (a multiple of eight, padded with −∞) by `exp(score − max)` and return
+/// their sum, lane by lane over the blocks of eight, then [`hsum`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_sum(scores: &mut [f32], max: f32) -> f32 {
+    use std::arch::x86_64::*;
+    let maxv = _mm256_set1_ps(max);
+    let mut sumv = _mm256_setzero_ps();
+    for c in scores.chunks_exact_mut(8) {
+        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), maxv));
+        _mm256_storeu_ps(c.as_mut_ptr(), e);
+        sumv = _mm256_add_ps(sumv, e);
+    }
+    hsum(sumv)
 }
 
 /// Query rows sharing a kv head, at most this many per [`attend_rows_avx2`] call.
@@ -444,10 +460,7 @@ unsafe fn attend_rows_avx2<const L: usize, const R: usize>(
                 let qc = _mm256_loadu_ps(qp.add(r * q_stride + c * 8));
                 acc = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kp.add(j * hd + c * 8)), acc);
             }
-            let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-            *sr.get_unchecked_mut(j) =
-                _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1))) * scale;
+            *sr.get_unchecked_mut(j) = hsum(acc) * scale;
         }
     }
     // Softmax per row, then each weight scaled by its row's 1 / sum (as the row kernel
@@ -456,16 +469,7 @@ unsafe fn attend_rows_avx2<const L: usize, const R: usize>(
         let max = sr[..visible]
             .iter()
             .fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let maxv = _mm256_set1_ps(max);
-        let mut sumv = _mm256_setzero_ps();
-        for c in sr.chunks_exact_mut(8) {
-            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), maxv));
-            _mm256_storeu_ps(c.as_mut_ptr(), e);
-            sumv = _mm256_add_ps(sumv, e);
-        }
-        let s4 = _mm_add_ps(_mm256_castps256_ps128(sumv), _mm256_extractf128_ps(sumv, 1));
-        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        let inv = 1.0 / _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        let inv = 1.0 / exp_sum(sr, max);
         for p in &mut sr[..visible] {
             *p *= inv;
         }
@@ -509,6 +513,36 @@ fn use_avx2(hd: usize) -> bool {
     }
 }
 
+/// [`attend_rows_avx2`] for head size `hd` (64 or 128) and `rows` (1 to [`GROUP_ROWS`]).
+///
+/// # Safety
+/// As [`attend_rows_avx2`]: AVX2 + FMA present, `keys`/`values` hold `visible` rows of
+/// `hd`, `q` the rows' queries `q_stride` apart, `out` `rows * hd` values.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_rows(
+    hd: usize,
+    rows: usize,
+    q: &[f32],
+    q_stride: usize,
+    keys: &[f32],
+    values: &[f32],
+    visible: usize,
+    scale: f32,
+    scores: &mut [Vec<f32>; GROUP_ROWS],
+    out: &mut [f32],
+) {
+    let f = match (hd, rows) {
+        (64, 1) => attend_rows_avx2::<8, 1>,
+        (64, 2) => attend_rows_avx2::<8, 2>,
+        (64, _) => attend_rows_avx2::<8, 3>,
+        (_, 1) => attend_rows_avx2::<16, 1>,
+        (_, 2) => attend_rows_avx2::<16, 2>,
+        _ => attend_rows_avx2::<16, 3>,
+    };
+    f(q, q_stride, keys, values, visible, scale, scores, out)
+}
+
 /// The AVX2 path of [`CausalAttention`]: one task per (position, kv head, run of up to
 /// [`GROUP_ROWS`] of its query heads), each through [`attend_rows_avx2`]; `dims` is
 /// `(n_head, n_kv_head, t, hd, capacity)`. Only call where [`use_avx2`] says so.
@@ -547,68 +581,18 @@ fn grouped_rows_avx2(
             // value slices hold `visible` rows of `hd`, `qs` the rows' queries `t * hd`
             // apart.
             unsafe {
-                match (hd, rows) {
-                    (64, 1) => attend_rows_avx2::<8, 1>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                    (64, 2) => attend_rows_avx2::<8, 2>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                    (64, _) => attend_rows_avx2::<8, 3>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                    (_, 1) => attend_rows_avx2::<16, 1>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                    (_, 2) => attend_rows_avx2::<16, 2>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                    _ => attend_rows_avx2::<16, 3>(
-                        qs,
-                        t * hd,
-                        keys,
-                        values,
-                        visible,
-                        scale,
-                        scores,
-                        o,
-                    ),
-                }
+                attend_rows(
+                    hd,
+                    rows,
+                    qs,
+                    t * hd,
+                    keys,
+                    values,
+                    visible,
+                    scale,
+                    scores,
+                    o,
+                )
             }
         },
     );
@@ -957,27 +941,8 @@ mod tests {
                     let qs = &q[..rows * hd];
                     // SAFETY: as above; row r's query at r * hd.
                     unsafe {
-                        match (hd, rows) {
-                            (64, 1) => attend_rows_avx2::<8, 1>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                            (64, 2) => attend_rows_avx2::<8, 2>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                            (64, _) => attend_rows_avx2::<8, 3>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                            (_, 1) => attend_rows_avx2::<16, 1>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                            (_, 2) => attend_rows_avx2::<16, 2>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                            _ => attend_rows_avx2::<16, 3>(
-                                qs, hd, &k, &v, visible, 0.125, &mut s, &mut out,
-                            ),
-                        }
-                    }
+                        attend_rows(hd, rows, qs, hd, &k, &v, visible, 0.125, &mut s, &mut out)
+                    };
                     assert_eq!(
                         out,
                         one[..rows * hd],
