@@ -595,12 +595,18 @@ fn clause_end(translation: &str, source_end: char) -> String {
     format!("{body}{mark}")
 }
 
-/// Join translated sentences (or clauses): no space between CJK ones, one otherwise.
+/// Join translated sentences (or clauses): no space between CJK ones nor after or before
+/// full-width punctuation (`。Agent`, as Chinese is typeset), one otherwise.
 fn join_sentences(parts: &[String]) -> String {
     let mut out = String::new();
     for p in parts {
         let cjk = |c: char| crate::units::is_cjk(c) || "—“”‘’".contains(c);
-        let cjk_join = out.chars().last().is_some_and(cjk) && p.chars().next().is_some_and(cjk);
+        let full_width_mark =
+            |c: char| matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFF0F | 0xFF1A..=0xFF20);
+        let (last, first) = (out.chars().last(), p.chars().next());
+        let cjk_join = (last.is_some_and(cjk) && first.is_some_and(cjk))
+            || last.is_some_and(full_width_mark)
+            || first.is_some_and(full_width_mark);
         if !out.is_empty() && !cjk_join {
             out.push(' ');
         }
@@ -642,6 +648,15 @@ mod tests {
         assert_eq!(
             join_sentences(&["第一。".into(), "第二。".into()]),
             "第一。第二。"
+        );
+        assert_eq!(
+            join_sentences(&[
+                "它们。".into(),
+                "Agent 通过它访问。".into(),
+                "It works.".into(),
+                "Done.".into()
+            ]),
+            "它们。Agent 通过它访问。It works. Done."
         );
     }
 
