@@ -598,11 +598,11 @@ fn clause_end(translation: &str, source_end: char) -> String {
 /// Join translated sentences (or clauses): no space between CJK ones nor after or before
 /// full-width punctuation (`。Agent`, as Chinese is typeset), one otherwise.
 fn join_sentences(parts: &[String]) -> String {
+    let cjk = |c: char| crate::units::is_cjk(c) || "—“”‘’".contains(c);
+    let full_width_mark =
+        |c: char| matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFF0F | 0xFF1A..=0xFF20);
     let mut out = String::new();
     for p in parts {
-        let cjk = |c: char| crate::units::is_cjk(c) || "—“”‘’".contains(c);
-        let full_width_mark =
-            |c: char| matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFF0F | 0xFF1A..=0xFF20);
         let (last, first) = (out.chars().last(), p.chars().next());
         let cjk_join = (last.is_some_and(cjk) && first.is_some_and(cjk))
             || last.is_some_and(full_width_mark)
