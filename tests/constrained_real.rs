@@ -242,6 +242,51 @@ fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
     assert!(sat.is_none_or(|s| k1 < s), "{reply}");
 }
 
+/// On the real model: camel-case names (`GraphRAG`, `LlamaIndex`) are shown in backticks,
+/// written back whole, and restored as the plain names of the source (left as words, the
+/// 1.5B took `GraphRAG` apart into `图 R 图`).
+#[test]
+fn camel_case_names_come_back_whole_on_the_real_model() {
+    use quire::units::verbatim;
+    let e = qwen();
+    let ch = quire::book::Chapter {
+        rel_path: "c.md".into(),
+        text: "GraphRAG builds a knowledge graph from the documents before any question is asked, while LlamaIndex retrieves plain text chunks.\n".to_string(),
+    };
+    let unit = segment_chapter(&ch, 10_000, &EstimateTokens)
+        .unwrap()
+        .into_iter()
+        .find(|u| u.kind == UnitKind::Translate)
+        .unwrap();
+    let sk = Skeleton::of(&unit);
+    let passage = sk.model_text();
+    let shown = verbatim::spans(&unit, &passage);
+    assert_eq!(shown.len(), 2, "{passage}");
+    let display = verbatim::show(&passage, &shown);
+    assert!(display.starts_with("`GraphRAG` builds"), "{display}");
+    let params = quire::translate::passage::constrained_shown(
+        &GenerationParams::default(),
+        &passage,
+        "zh-CN",
+        &[],
+        shown.clone(),
+        200,
+    );
+    let mut cache = e.new_cache().unwrap();
+    let gen = e
+        .generate(&mut cache, &prompt(e, &display), &params, &mut |_| {})
+        .unwrap();
+    let reply = gen.text.trim();
+    assert_eq!(reply.matches("`GraphRAG`").count(), 1, "{reply}");
+    assert_eq!(reply.matches("`LlamaIndex`").count(), 1, "{reply}");
+    let hidden = verbatim::hide(reply, &shown);
+    let restored = restore_segment(&unit, &sk.segments[0], &hidden).unwrap();
+    assert_eq!(restored.matches("GraphRAG").count(), 1, "{restored}");
+    assert_eq!(restored.matches("LlamaIndex").count(), 1, "{restored}");
+    assert!(!restored.contains('`'), "{restored}");
+    assert!(restored.chars().any(quire::units::is_cjk), "{restored}");
+}
+
 /// The proofreading agent's reply on the real model, held to its shape at decode time: `OK`
 /// or up to three `- ` problem lines, for a faithful translation and for one that drops
 /// half its source alike (left free, the models sometimes answer with prose such as "The

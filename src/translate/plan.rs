@@ -7,7 +7,7 @@ use super::scheduler::max_new_tokens_for;
 use crate::book::{load_book, Book};
 use crate::glossary::Glossary;
 use crate::prompts::agents::DEFAULT_GUIDE;
-use crate::units::{segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind};
+use crate::units::{release_names, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind};
 use crate::util::sha256_hex;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -68,17 +68,32 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
         ),
     };
     let counter = EstimateTokens;
-    let units = book
+    let mut units = book
         .chapters
         .iter()
         .map(|c| segment_chapter(c, opts.unit_tokens, &counter))
         .collect::<Result<Vec<_>>>()?;
+    for unit in units.iter_mut().flatten() {
+        release_names(unit, |name| house_translates(&house, name));
+    }
     Ok(Plan {
         book,
         units,
         house,
         guide,
         guide_origin,
+    })
+}
+
+/// Whether a house term has `name` (a camel-case name, kept as written unless a house
+/// glossary says otherwise) as one of its words, in any case, or in the plural.
+fn house_translates(house: &Glossary, name: &str) -> bool {
+    house.entries.iter().filter(|e| e.house).any(|e| {
+        e.source.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            w.eq_ignore_ascii_case(name)
+                || w.eq_ignore_ascii_case(&format!("{name}s"))
+                || name.eq_ignore_ascii_case(&format!("{w}s"))
+        })
     })
 }
 
@@ -167,4 +182,25 @@ pub(super) fn print_plan(plan: &Plan, opts: &TranslateOptions) {
     let secs = (guide_tokens as f64 + total_in as f64) / EST_PREFILL_TPS
         + (total_in as f64 * 2.0) / EST_DECODE_TPS;
     println!("Estimated time: ~{:.0} min (assumes {EST_PREFILL_TPS:.0} tok/s prefill, {EST_DECODE_TPS:.0} tok/s decode; measure with `quire bench engine`)", secs / 60.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::glossary::GlossaryEntry;
+
+    #[test]
+    fn a_name_in_a_house_term_is_translated_and_others_are_kept() {
+        let mut inferred = GlossaryEntry::house("LlamaIndex", "羊驼索引");
+        inferred.house = false;
+        let house = Glossary {
+            entries: vec![GlossaryEntry::house("OpenAI API", "OpenAI 接口"), inferred],
+        };
+        assert!(house_translates(&house, "OpenAI"));
+        assert!(house_translates(&house, "openai"));
+        assert!(house_translates(&house, "OpenAIs"));
+        // Only house terms say otherwise: an inferred term is a hint.
+        assert!(!house_translates(&house, "LlamaIndex"));
+        assert!(!house_translates(&house, "GraphRAG"));
+    }
 }

@@ -117,6 +117,9 @@ pub enum PlaceholderKind {
     /// A bibliographic reference in a footnote definition (authors, title, venue, year):
     /// books keep the works they cite as published.
     Citation,
+    /// A camel-case name in prose (`GraphRAG`, `OpenViking`, `LlamaIndex`): kept as
+    /// written; the model is shown it in backticks (see [`verbatim`]).
+    Name,
 }
 
 /// One placeholder of a unit: the token the model sees and the original bytes it replaces.
@@ -217,6 +220,12 @@ static CITATION_RE: LazyLock<Regex> = LazyLock::new(|| {
 static IDENTIFIER_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b|\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\b|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
         .expect("valid identifier regex")
+});
+
+/// A camel-case name: a lower-case letter followed by a capital inside one word
+/// (`GraphRAG`, `ReAct`, `iPhone`; not `LLMs`, `Tool-Based` or `GPT-4`).
+static NAME_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b[A-Za-z][A-Za-z0-9]*[a-z][A-Z][A-Za-z0-9]*\b").expect("valid name regex")
 });
 
 /// Whether an identifier match is one (not an abbreviation such as `e.g` or `U.S`).
@@ -349,6 +358,42 @@ pub fn restore_placeholders(unit: &Unit, model_output: &str) -> Result<String, P
             unknown,
         })
     }
+}
+
+/// Give back to the model the camel-case names (`PlaceholderKind::Name`) for which
+/// `translated` is true — names a house glossary translates — as the words they are: each
+/// leaves the unit's placeholders and stands in its passage as written; the placeholders
+/// after it are renumbered. A unit without such a name is unchanged.
+pub fn release_names(unit: &mut Unit, translated: impl Fn(&str) -> bool) {
+    let released = |p: &Placeholder| p.kind == PlaceholderKind::Name && translated(&p.original);
+    if !unit.placeholders.iter().any(released) {
+        return;
+    }
+    let old = std::mem::take(&mut unit.placeholders);
+    let mut protected = String::with_capacity(unit.protected.len());
+    let mut last = 0;
+    for caps in PLACEHOLDER_RE.captures_iter(&unit.protected) {
+        let whole = caps.get(0).expect("group 0");
+        protected.push_str(&unit.protected[last..whole.start()]);
+        last = whole.end();
+        let Some(p) = caps[1]
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| old.get(i.checked_sub(1)?))
+        else {
+            protected.push_str(whole.as_str());
+            continue;
+        };
+        if released(p) {
+            protected.push_str(&p.original);
+        } else {
+            let token = placeholder_token(unit.placeholders.len() + 1);
+            protected.push_str(&token);
+            unit.placeholders.push(Placeholder { token, ..p.clone() });
+        }
+    }
+    protected.push_str(&unit.protected[last..]);
+    unit.protected = protected;
 }
 
 /// Join translated units into a chapter.
@@ -806,6 +851,12 @@ impl Scanner<'_> {
                     PlaceholderKind::Identifier,
                 );
             }
+        }
+        for m in NAME_RE.find_iter(s) {
+            self.add(
+                r.start + m.start()..r.start + m.end(),
+                PlaceholderKind::Name,
+            );
         }
         for m in PLACEHOLDER_RE.find_iter(s) {
             self.add(
@@ -1303,6 +1354,38 @@ mod tests {
                 "john.doe@example.com"
             ]
         );
+    }
+
+    #[test]
+    fn camel_case_names_are_kept_and_can_be_released() {
+        let mut units = roundtrip(
+            "GraphRAG and LlamaIndex beat plain RAG; LLMs, GPT-4 and Tool-Based agents stay words.\n",
+            1000,
+        );
+        let names: Vec<&str> = units[0]
+            .placeholders
+            .iter()
+            .filter(|p| p.kind == PlaceholderKind::Name)
+            .map(|p| p.original.as_str())
+            .collect();
+        assert_eq!(names, vec!["GraphRAG", "LlamaIndex"]);
+        assert!(units[0]
+            .protected
+            .starts_with("{{1}} and {{2}} beat plain RAG; LLMs, GPT-4"));
+        // A name a house glossary translates goes back into the passage as a word; the
+        // placeholders after it are renumbered and the unit still restores to its source.
+        release_names(&mut units[0], |n| n == "GraphRAG");
+        assert_eq!(units[0].placeholders.len(), 1);
+        assert_eq!(units[0].placeholders[0].original, "LlamaIndex");
+        assert!(
+            units[0].protected.starts_with("GraphRAG and {{1}} beat"),
+            "{}",
+            units[0].protected
+        );
+        let restored = restore_placeholders(&units[0], &units[0].protected).unwrap();
+        assert_eq!(restored, units[0].source.trim_end());
+        release_names(&mut units[0], |_| false);
+        assert_eq!(units[0].placeholders.len(), 1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Inline code shown to the model as it is written (`` `k1` ``) instead of as a placeholder
-//! (`{{3}}`): a sentence such as "`k1` controls term-frequency saturation" means nothing
+//! (`{{3}}`), and camel-case names shown as code (`` `GraphRAG` ``, restored without the
+//! backticks): a sentence such as "`k1` controls term-frequency saturation" means nothing
 //! with its subject hidden, and the model then moved the placeholder or put another word in
 //! its place. The passage's placeholders stay the unit of record — the model's text is
 //! mapped back to them before it is restored and checked — and the decode-time constraint
@@ -24,8 +25,8 @@ pub struct Span {
 
 /// The placeholders of `passage` (a unit's model text, or a piece of it) shown as their
 /// code: inline code spans of one backtick on each side, on one line, without braces, up
-/// to [`MAX_SHOWN`] bytes. None when the passage has a backtick of its own (its spans could
-/// not be told from the model's).
+/// to [`MAX_SHOWN`] bytes, and camel-case names in backticks. None when the passage has a
+/// backtick of its own (its spans could not be told from the model's).
 pub fn spans(unit: &Unit, passage: &str) -> Vec<Span> {
     if passage.contains('`') {
         return Vec::new();
@@ -36,6 +37,12 @@ pub fn spans(unit: &Unit, passage: &str) -> Vec<Span> {
             let idx = c[1].parse::<usize>().ok()?.checked_sub(1)?;
             let p = unit.placeholders.get(idx)?;
             let code = p.original.as_str();
+            if p.kind == PlaceholderKind::Name {
+                return Some(Span {
+                    shown: format!("`{code}`"),
+                    token: c[0].to_string(),
+                });
+            }
             let inner = code.strip_prefix('`')?.strip_suffix('`')?;
             let shown = p.kind == PlaceholderKind::InlineCode
                 && code.len() <= MAX_SHOWN
@@ -224,6 +231,18 @@ mod tests {
             hidden.find(&sp[0].token) < hidden.find(&sp[2].token),
             "{hidden}"
         );
+    }
+
+    #[test]
+    fn a_camel_case_name_is_shown_in_backticks_and_restored_plain() {
+        let u = unit("GraphRAG builds a graph, and `k1` stays code.\n");
+        let passage = crate::units::skeleton::Skeleton::of(&u).model_text();
+        let sp = spans(&u, &passage);
+        let shown = show(&passage, &sp);
+        assert!(shown.starts_with("`GraphRAG` builds"), "{shown}");
+        let hidden = hide("`GraphRAG` 构建图，`k1` 保持为代码。", &sp);
+        let restored = crate::units::restore_placeholders(&u, &hidden).unwrap();
+        assert_eq!(restored, "GraphRAG 构建图，`k1` 保持为代码。");
     }
 
     #[test]
