@@ -195,15 +195,17 @@ fn sentences_end_whole_and_title_words_are_translated_on_the_real_model() {
     }
 }
 
-/// On the real model: inline code shown as written (`` `k1` ``) is written back exactly
-/// once and where its sentence needs it, and maps back to the unit's placeholders.
-#[test]
-fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
+/// One paragraph translated by the real model with its inline code and names shown as
+/// written: the passage as the model saw it, the reply, and the reply restored.
+fn translate_shown(
+    e: &quire::engine::Engine,
+    text: &str,
+    spans: usize,
+) -> (String, String, String) {
     use quire::units::verbatim;
-    let e = qwen();
     let ch = quire::book::Chapter {
         rel_path: "c.md".into(),
-        text: "BM25 introduces two parameters. `k1` controls term-frequency saturation, and `b` controls document-length normalization.\n".to_string(),
+        text: text.to_string(),
     };
     let unit = segment_chapter(&ch, 10_000, &EstimateTokens)
         .unwrap()
@@ -213,9 +215,8 @@ fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
     let sk = Skeleton::of(&unit);
     let passage = sk.model_text();
     let shown = verbatim::spans(&unit, &passage);
-    assert_eq!(shown.len(), 2, "{passage}");
+    assert_eq!(shown.len(), spans, "{passage}");
     let display = verbatim::show(&passage, &shown);
-    assert!(display.contains("`k1` controls"), "{display}");
     let params = quire::translate::passage::constrained_shown(
         &GenerationParams::default(),
         &passage,
@@ -228,11 +229,24 @@ fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
     let gen = e
         .generate(&mut cache, &prompt(e, &display), &params, &mut |_| {})
         .unwrap();
-    let reply = gen.text.trim();
+    let reply = gen.text.trim().to_string();
+    let hidden = verbatim::hide(&reply, &shown);
+    let restored = restore_segment(&unit, &sk.segments[0], &hidden).unwrap();
+    (display, reply, restored)
+}
+
+/// On the real model: inline code shown as written (`` `k1` ``) is written back exactly
+/// once and where its sentence needs it, and maps back to the unit's placeholders.
+#[test]
+fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
+    let (display, reply, restored) = translate_shown(
+        qwen(),
+        "BM25 introduces two parameters. `k1` controls term-frequency saturation, and `b` controls document-length normalization.\n",
+        2,
+    );
+    assert!(display.contains("`k1` controls"), "{display}");
     assert_eq!(reply.matches("`k1`").count(), 1, "{reply}");
     assert_eq!(reply.matches("`b`").count(), 1, "{reply}");
-    let hidden = verbatim::hide(reply, &shown);
-    let restored = restore_segment(&unit, &sk.segments[0], &hidden).unwrap();
     assert!(
         restored.contains("`k1`") && restored.contains("`b`"),
         "{restored}"
@@ -247,40 +261,14 @@ fn inline_code_shown_as_written_comes_back_exactly_on_the_real_model() {
 /// 1.5B took `GraphRAG` apart into `图 R 图`).
 #[test]
 fn camel_case_names_come_back_whole_on_the_real_model() {
-    use quire::units::verbatim;
-    let e = qwen();
-    let ch = quire::book::Chapter {
-        rel_path: "c.md".into(),
-        text: "GraphRAG builds a knowledge graph from the documents before any question is asked, while LlamaIndex retrieves plain text chunks.\n".to_string(),
-    };
-    let unit = segment_chapter(&ch, 10_000, &EstimateTokens)
-        .unwrap()
-        .into_iter()
-        .find(|u| u.kind == UnitKind::Translate)
-        .unwrap();
-    let sk = Skeleton::of(&unit);
-    let passage = sk.model_text();
-    let shown = verbatim::spans(&unit, &passage);
-    assert_eq!(shown.len(), 2, "{passage}");
-    let display = verbatim::show(&passage, &shown);
-    assert!(display.starts_with("`GraphRAG` builds"), "{display}");
-    let params = quire::translate::passage::constrained_shown(
-        &GenerationParams::default(),
-        &passage,
-        "zh-CN",
-        &[],
-        shown.clone(),
-        200,
+    let (display, reply, restored) = translate_shown(
+        qwen(),
+        "GraphRAG builds a knowledge graph from the documents before any question is asked, while LlamaIndex retrieves plain text chunks.\n",
+        2,
     );
-    let mut cache = e.new_cache().unwrap();
-    let gen = e
-        .generate(&mut cache, &prompt(e, &display), &params, &mut |_| {})
-        .unwrap();
-    let reply = gen.text.trim();
+    assert!(display.starts_with("`GraphRAG` builds"), "{display}");
     assert_eq!(reply.matches("`GraphRAG`").count(), 1, "{reply}");
     assert_eq!(reply.matches("`LlamaIndex`").count(), 1, "{reply}");
-    let hidden = verbatim::hide(reply, &shown);
-    let restored = restore_segment(&unit, &sk.segments[0], &hidden).unwrap();
     assert_eq!(restored.matches("GraphRAG").count(), 1, "{restored}");
     assert_eq!(restored.matches("LlamaIndex").count(), 1, "{restored}");
     assert!(!restored.contains('`'), "{restored}");
