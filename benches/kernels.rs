@@ -26,8 +26,8 @@ fn main() {
         ("1.5B ffn_down Q6_K", Format::Q6K, 1536, 8960),
     ];
     println!(
-        "{:<20} {:<9} {:>12} {:>14}",
-        "matrix", "kernel", "decode GB/s", "prefill GMAC/s"
+        "{:<20} {:<9} {:>12} {:>15} {:>14}",
+        "matrix", "kernel", "decode GB/s", "batch 4 GMAC/s", "prefill GMAC/s"
     );
     for (name, format, n, k) in shapes {
         let w = QuantMatrix::synthetic(format, n, k, 7).expect("synthetic matrix");
@@ -38,6 +38,12 @@ fn main() {
             let a1 = Activations::quantize(format, &x1, 1, k);
             let mut y1 = vec![0.0; n];
             let t1 = best_of(30, || matmul(isa, &w, &a1, &mut y1));
+            let x4: Vec<f32> = (0..4 * k)
+                .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
+                .collect();
+            let a4 = Activations::quantize(format, &x4, 4, k);
+            let mut y4 = vec![0.0; 4 * n];
+            let t4 = best_of(10, || matmul(isa, &w, &a4, &mut y4));
             let m = if isa == Isa::Portable { 16 } else { 512 };
             let xm: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
@@ -46,10 +52,11 @@ fn main() {
             let mut ym = vec![0.0; m * n];
             let tm = best_of(2, || matmul(isa, &w, &am, &mut ym));
             println!(
-                "{:<20} {:<9} {:>12.1} {:>14.1}",
+                "{:<20} {:<9} {:>12.1} {:>15.1} {:>14.1}",
                 name,
                 format!("{isa:?}"),
                 w.byte_len() as f64 / t1 / 1e9,
+                (4 * n * k) as f64 / t4 / 1e9,
                 (m * n * k) as f64 / tm / 1e9
             );
         }

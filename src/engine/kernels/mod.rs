@@ -9,15 +9,20 @@
 //!    decoded in registers and used at once; for more, each weight row is decoded once per
 //!    pass into a common form ([`formats::DecodedRow`], [`formats::DecodedRowK`]) and
 //!    multiplied with every activation row of the pass, in tiles of 4 activation rows × up
-//!    to 4 weight rows;
+//!    to 4 weight rows (AVX2 K-quants: 8 weight rows, interleaved by
+//!    [`x86::InterleavedK8`]);
 //! 4. the kernels ([`x86`]: 512-bit AVX-512 VNNI or 256-bit AVX2; else [`portable`]) form
-//!    exact integer sums per lane and accumulate them in f32 in one fixed order.
+//!    exact integer sums and accumulate them in f32 in one fixed order.
 //!
 //! Every output element is computed by the same sequence of operations whatever `m`,
 //! the path, the tile it falls in or the thread that runs it, so a row's result never
 //! depends on the rest of the batch: a prompt computed in one piece or token by token
 //! (after a cached prefix), or a sequence decoded alone or in a batch, gives bit-identical
-//! numbers. The VNNI, AVX2 and portable paths agree bit for bit too.
+//! numbers. The VNNI, AVX2 and portable paths agree bit for bit on the 32-weight formats;
+//! on the K-quants the AVX2 and portable paths add in the *row order* (one exact integer
+//! per output and super-block, [`portable::tile_k_rows`]), which lets the AVX2 tile add
+//! several `vpmaddubsw` results before each scale multiply, and the AVX-512 paths in the
+//! *lane order* ([`portable::tile_k`]). One process runs one kernel family throughout.
 //!
 //! Adding a weight format = a [`formats::Format`] variant, its scalar decoder, its SIMD
 //! decoder, and its case in the register-decoding kernels.
@@ -447,6 +452,10 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
                 return gemv(w, q.m, y, |j, out| small_batch_column(isa, w, x, j, out));
             }
+            #[cfg(target_arch = "x86_64")]
+            if isa == Isa::Avx2 {
+                return drive_k8(w, q, y);
+            }
             drive(
                 w,
                 q.m,
@@ -456,26 +465,95 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 |j, row| decode_k(isa, w.format, w.row_bytes(j), row),
                 |rows, jn, r0, r1, j, y| {
                     let (o, min) = (w.format.offset(), w.format.has_min());
-                    dispatch_rows!(
-                        isa,
-                        rows,
-                        jn,
-                        q,
-                        r0,
-                        r1,
-                        o,
-                        min,
-                        y,
-                        w.rows,
-                        j,
-                        rows_k_zmm,
-                        rows_k_avx2,
-                        rows_k
-                    )
+                    let wr = |i: usize| &rows[i.min(jn - 1)];
+                    macro_rules! go {
+                        ($j:literal) => {{
+                            let wj = std::array::from_fn::<_, $j, _>(wr);
+                            // SAFETY: as in `dispatch_rows`.
+                            unsafe {
+                                match isa {
+                                    #[cfg(target_arch = "x86_64")]
+                                    Isa::Vnni => {
+                                        x86::rows_k_zmm::<$j>(wj, q, r0, r1, o, min, y, w.rows, j)
+                                    }
+                                    _ => portable::rows_k_rows::<$j>(
+                                        wj, q, r0, r1, o, min, y, w.rows, j,
+                                    ),
+                                }
+                            }
+                        }};
+                    }
+                    match jn {
+                        2 => go!(2),
+                        _ => go!(1),
+                    }
                 },
             )
         }
     }
+}
+
+/// The AVX2 K-quant product for more than [`SMALL_BATCH`] rows: like [`drive`], but weight
+/// rows go eight at a time through [`x86::InterleavedK8`] into [`x86::tile_k8_avx2`].
+#[cfg(target_arch = "x86_64")]
+fn drive_k8(w: &QuantMatrix, q: &QuantizedRowsK, y: &mut [f32]) {
+    let (n, k, m) = (w.rows, w.cols, q.m);
+    let tasks = rayon::current_num_threads().max(1) * 4;
+    let chunk = n.div_ceil(tasks).next_multiple_of(8);
+    let pass = rows_per_pass(k);
+    let (o, min) = (w.format.offset(), w.format.has_min());
+    let out = OutPtr(y.as_mut_ptr());
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let out = &out;
+        let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+        // Rows past the end of the matrix keep whatever they last held: their outputs are
+        // not written.
+        let mut rows: [DecodedRowK; 8] = std::array::from_fn(|_| DecodedRowK::new(k));
+        let mut il = x86::InterleavedK8::new(k);
+        for t0 in (0..m).step_by(pass) {
+            let t1 = (t0 + pass).min(m);
+            for j in (j0..j1).step_by(8) {
+                let jn = (j1 - j).min(8);
+                for (i, row) in rows.iter_mut().enumerate().take(jn) {
+                    decode_k(Isa::Avx2, w.format, w.row_bytes(j + i), row);
+                }
+                il.fill(&rows);
+                prefetch_rows(w, j + jn, (j + 16).min(j1));
+                let mut r = t0;
+                macro_rules! step {
+                    ($rr:literal) => {{
+                        let mut t = [[0.0f32; 8]; $rr];
+                        // SAFETY: `Isa::Avx2` is only chosen after detecting AVX2/FMA/F16C.
+                        unsafe {
+                            if w.format == Format::Q4K {
+                                x86::tile_k8_avx2::<$rr, 8>(&il, &rows, q, r, o, min, &mut t)
+                            } else {
+                                x86::tile_k8_avx2::<$rr, 2>(&il, &rows, q, r, o, min, &mut t)
+                            }
+                        }
+                        for (ri, tr) in t.iter().enumerate() {
+                            for (ji, v) in tr.iter().enumerate().take(jn) {
+                                // SAFETY: (r + ri, j + ji) is inside y, and columns
+                                // j0..j1 belong to this task alone.
+                                unsafe { *out.0.add((r + ri) * n + j + ji) = *v };
+                            }
+                        }
+                        r += $rr;
+                    }};
+                }
+                while r + 4 <= t1 {
+                    step!(4);
+                }
+                match t1 - r {
+                    3 => step!(3),
+                    2 => step!(2),
+                    1 => step!(1),
+                    _ => {}
+                }
+                let _ = r;
+            }
+        }
+    });
 }
 
 /// Batches up to this many rows (decoding, throughput mode) take the path that decodes

@@ -2,7 +2,9 @@
 //! arithmetic the SIMD kernels must reproduce bit for bit (same integer lane sums, same
 //! fused multiply-adds in the same order, same horizontal sum). For the 32-weight formats
 //! that order is: lane `l` of block `b` goes into accumulator `b % 2`, lane `l`; the two
-//! accumulators are added lane by lane, then summed by [`hsum`].
+//! accumulators are added lane by lane, then summed by [`hsum`]. The K-quants have two
+//! orders: the lane order of [`tile_k`] (AVX-512) and the row order of [`tile_k_rows`]
+//! (AVX2, and this fallback).
 
 use super::activations::{QuantizedRows, QuantizedRowsK};
 use super::formats::{min_len, DecodedRow, DecodedRowK, BLOCK, LANES};
@@ -135,6 +137,45 @@ pub fn tile_k<const R: usize, const J: usize>(
     }
 }
 
+/// Dot products for K-quant rows in the *row order* (the AVX2 and portable paths; the
+/// AVX-512 paths keep [`tile_k`]'s lane order): per super-block one exact integer,
+/// `Σ scale · (u − o) · q` over its 256 weights, converted to f32 and fused-multiply-added
+/// by `d · dx` into one accumulator per output, super-block after super-block; Q4_K's
+/// minimum term ([`min_term_k`]) is subtracted last. Any grouping of the integer sum gives
+/// the same bits, so a kernel may add its products in whatever order its instructions
+/// favour.
+pub fn tile_k_rows<const R: usize, const J: usize>(
+    w: [&DecodedRowK; J],
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    out: &mut [[f32; J]; R],
+) {
+    let k = x.k;
+    let nsb = k / 256;
+    for (r, out_r) in out.iter_mut().enumerate() {
+        let xr = r0 + r;
+        let q = &x.qs[xr * k..(xr + 1) * k];
+        for (j, out_rj) in out_r.iter_mut().enumerate() {
+            let wj = w[j];
+            let mut acc = 0.0f32;
+            for sb in 0..nsb {
+                let range = sb * 256..(sb + 1) * 256;
+                let isum: i32 = range
+                    .map(|e| wj.sc[e / 2] as i32 * (wj.u[e] as i32 - o as i32) * q[e] as i32)
+                    .sum();
+                acc = (isum as f32).mul_add(wj.d[sb] * x.d[xr * nsb + sb], acc);
+            }
+            if with_min {
+                acc -= min_term_k(wj, x, xr);
+            }
+            *out_rj = acc;
+        }
+    }
+}
+
 // Row loops over the portable tiles (the macro is shared with `x86`, see `super`).
 row_loop!(rows, tile, DecodedRow, QuantizedRows,);
 row_loop!(rows_k, tile_k, DecodedRowK, QuantizedRowsK,);
+row_loop!(rows_k_rows, tile_k_rows, DecodedRowK, QuantizedRowsK,);

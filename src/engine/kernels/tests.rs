@@ -125,6 +125,25 @@ fn reference(w: &QuantMatrix, x: &Activations) -> Vec<f64> {
     y
 }
 
+/// The portable K-quant product in the lane order of the AVX-512 paths.
+fn portable_lanes_k(w: &QuantMatrix, q: &QuantizedRowsK) -> Vec<f32> {
+    let mut y = vec![0.0; q.m * w.rows];
+    drive(
+        w,
+        q.m,
+        &mut y,
+        1,
+        || DecodedRowK::new(w.cols),
+        |j, row| decode_row_k_scalar(w.format, w.row_bytes(j), row),
+        |rows, _, r0, r1, j, y| {
+            let (o, min) = (w.format.offset(), w.format.has_min());
+            // SAFETY: `y` is the m × n output and column j is this call's alone.
+            unsafe { portable::rows_k::<1>([&rows[0]], q, r0, r1, o, min, y, w.rows, j) }
+        },
+    );
+    y
+}
+
 #[test]
 fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(3);
@@ -154,13 +173,26 @@ fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
                     "{format:?} m={m}: kernel {g}, reference {r}"
                 );
             }
+            // The AVX-512 paths add K-quant products in the lane order, the others in the
+            // row order (see `portable::tile_k_rows`).
+            let lanes = match &q {
+                Activations::K(qk) => portable_lanes_k(&w, qk),
+                Activations::Blocks(_) => portable.clone(),
+            };
+            for (g, r) in lanes.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - r).abs() <= 1e-5 * scale,
+                    "{format:?} m={m}: lane-order kernel {g}, reference {r}"
+                );
+            }
             for isa in Isa::available() {
                 let mut y = vec![0.0; m * n];
                 matmul(isa, &w, &q, &mut y);
+                let expected = if isa == Isa::Vnni { &lanes } else { &portable };
                 assert_eq!(
                     y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    portable.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    "{format:?} m={m}: {isa:?} differs from the portable kernel"
+                    expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{format:?} m={m}: {isa:?} differs from the portable kernel of its order"
                 );
             }
         }

@@ -1,9 +1,11 @@
 //! x86-64 SIMD paths: AVX2 decoders for every format; tile kernels on 512-bit registers
 //! (AVX-512 BW + VNNI: `vpdpbusd`, `vpdpwssd`) and on 256-bit registers (AVX2:
 //! `vpmaddubsw` + `vpmaddwd`); kernels that decode the weights in registers for one to four
-//! rows; and the row loops that drive the tiles. All compute the same exact integer lane
-//! sums as [`super::portable`] and then the same f32 operations in the same order, so every
-//! path agrees bit for bit (tested).
+//! rows; and the row loops that drive the tiles. All compute the same exact integers as
+//! [`super::portable`] and then the same f32 operations in the same order, so every path
+//! agrees bit for bit with the portable kernel of its order (tested): the lane order for
+//! the 32-weight formats and for the AVX-512 K-quant paths, the row order
+//! ([`super::portable::tile_k_rows`]) for the AVX2 K-quant paths.
 
 // The tiles index several parallel arrays (accumulators, weights, rows) by `r` and `j`.
 #![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
@@ -99,6 +101,16 @@ pub unsafe fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]
     let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
     let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
     (d, _mm_cvtsi128_si32(s1))
+}
+
+/// Sum of eight 32-bit integers (exact in any order).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b01));
+    _mm_cvtsi128_si32(s1)
 }
 
 /// Horizontal sum in the order of [`super::portable::hsum`].
@@ -523,105 +535,143 @@ pub unsafe fn decode_row_k(format: Format, bytes: &[u8], row: &mut DecodedRowK) 
     }
 }
 
-/// The K-quant tile kernel on 256-bit registers (AVX2: `vpmaddubsw`, then `vpmaddwd` by
-/// the scales); [`tile_k_zmm`] is the 512-bit form of the same integers.
-#[inline(always)]
-unsafe fn tile_k_body<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
+/// Eight K-quant weight rows interleaved for [`tile_k8_avx2`]: four weights of each row in
+/// turn, so one 256-bit register holds weights `4g..4g+4` of a block for all eight rows and
+/// `vpmaddubsw` leaves each row's products in that row's own lanes.
+pub struct InterleavedK8 {
+    /// Per block, per group of four weights `g`, per row: the four values (`8 · k` bytes).
+    u: Vec<u8>,
+    /// Per block and half block (16 weights), per row: its scale, twice (16 lanes).
+    sc: Vec<i16>,
+    /// Per super-block, per row: `d`.
+    d: Vec<f32>,
+    /// Per super-block, per pair of 16-weight groups `p`, per row: the two group terms
+    /// (`corr[2p]`, `corr[2p + 1]`).
+    corr: Vec<i16>,
+}
+
+impl InterleavedK8 {
+    /// Storage for rows of `k` weights.
+    pub fn new(k: usize) -> Self {
+        Self {
+            u: vec![0; 8 * k],
+            sc: vec![0; k / 32 * 2 * 16],
+            d: vec![0.0; k / 256 * 8],
+            corr: vec![0; k / 256 * 8 * 16],
+        }
+    }
+
+    /// Interleave eight decoded rows.
+    pub fn fill(&mut self, rows: &[DecodedRowK; 8]) {
+        let k = rows[0].u.len();
+        for b in 0..k / BLOCK {
+            for g in 0..8 {
+                for (j, row) in rows.iter().enumerate() {
+                    let dst = ((b * 8 + g) * 8 + j) * 4;
+                    self.u[dst..dst + 4].copy_from_slice(&row.u[b * BLOCK + 4 * g..][..4]);
+                }
+            }
+            for h in 0..2 {
+                for (j, row) in rows.iter().enumerate() {
+                    let s = row.sc[(b * BLOCK + h * 16) / 2];
+                    let dst = ((b * 2 + h) * 8 + j) * 2;
+                    self.sc[dst] = s;
+                    self.sc[dst + 1] = s;
+                }
+            }
+        }
+        for sb in 0..k / 256 {
+            for (j, row) in rows.iter().enumerate() {
+                self.d[sb * 8 + j] = row.d[sb];
+                for p in 0..8 {
+                    let dst = ((sb * 8 + p) * 8 + j) * 2;
+                    self.corr[dst] = row.corr[sb * 16 + 2 * p];
+                    self.corr[dst + 1] = row.corr[sb * 16 + 2 * p + 1];
+                }
+            }
+        }
+    }
+}
+
+/// The K-quant tile on AVX2, in the row order of [`super::portable::tile_k_rows`]: activation
+/// rows `r0..r0+R` times eight interleaved weight rows. Each `vpmaddubsw` multiplies four
+/// weights of every row by the same four activations (broadcast); `G` of them are added in
+/// 16 bits (8 for Q4_K, whose values are 0..=15; 2 for Q6_K's 0..=63 — the most that cannot
+/// overflow) before one `vpmaddwd` by the rows' scales, so the integer products take about
+/// 1.1 (Q4_K) or 1.5 (Q6_K) multiplies per 32 instead of 2. Lane `j` of the sums is row
+/// `j`'s exact integer per super-block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile_k8_avx2<const R: usize, const G: usize>(
+    w: &InterleavedK8,
+    rows: &[DecodedRowK; 8],
     x: &QuantizedRowsK,
     r0: usize,
     o: u32,
     with_min: bool,
-    out: &mut [[f32; J]; R],
+    out: &mut [[f32; 8]; R],
 ) {
     let k = x.k;
     let nsb = k / 256;
     let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    // [even blocks, odd blocks] per pair: the canonical order (see `super::portable::tile_k`).
-    let mut acc = [[[_mm256_setzero_ps(); 2]; J]; R];
+    let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
+    let mut acc = [_mm256_setzero_ps(); R];
     for sb in 0..nsb {
-        let mut isum = [[[_mm256_setzero_si256(); 2]; J]; R];
-        for pair in 0..4 {
-            for half in 0..2 {
-                let b = sb * 8 + pair * 2 + half;
-                let mut u = [_mm256_setzero_si256(); J];
-                let mut sc = [_mm256_setzero_si256(); J];
-                for j in 0..J {
-                    u[j] = _mm256_loadu_si256(w[j].u.as_ptr().add(b * BLOCK) as *const __m256i);
-                    sc[j] = _mm256_loadu_si256(w[j].sc.as_ptr().add(b * 16) as *const __m256i);
-                }
-                for r in 0..R {
-                    let q = _mm256_loadu_si256(
-                        x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const __m256i
-                    );
-                    for j in 0..J {
-                        let p = _mm256_maddubs_epi16(u[j], q);
-                        let i = &mut isum[r][j][half];
-                        *i = _mm256_add_epi32(*i, _mm256_madd_epi16(p, sc[j]));
+        let mut isum = [_mm256_setzero_si256(); R];
+        for b in sb * 8..sb * 8 + 8 {
+            for g0 in (0..8).step_by(G) {
+                let mut p = [_mm256_setzero_si256(); R];
+                for g in g0..g0 + G {
+                    let wv =
+                        _mm256_loadu_si256(w.u.as_ptr().add((b * 8 + g) * 32) as *const __m256i);
+                    for r in 0..R {
+                        let q4 = (xq[r].add(b * BLOCK + 4 * g) as *const i32).read_unaligned();
+                        p[r] =
+                            _mm256_add_epi16(p[r], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(q4)));
                     }
                 }
+                let sv =
+                    _mm256_loadu_si256(w.sc.as_ptr().add((b * 2 + g0 / 4) * 16) as *const __m256i);
+                for r in 0..R {
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p[r], sv));
+                }
             }
         }
-        let mut corr = [_mm256_setzero_si256(); J];
-        let mut dw = [_mm256_setzero_ps(); J];
-        for j in 0..J {
-            if o != 0 {
-                corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
+        if o != 0 {
+            for r in 0..R {
+                let gs = x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const i32;
+                let mut c = _mm256_setzero_si256();
+                for p in 0..8 {
+                    let cv = _mm256_loadu_si256(
+                        w.corr.as_ptr().add((sb * 8 + p) * 16) as *const __m256i
+                    );
+                    let g2 = _mm256_set1_epi32(gs.add(p).read_unaligned());
+                    c = _mm256_add_epi32(c, _mm256_madd_epi16(g2, cv));
+                }
+                isum[r] = _mm256_sub_epi32(isum[r], _mm256_sll_epi32(c, shift));
             }
-            dw[j] = _mm256_set1_ps(*w[j].d.get_unchecked(sb));
         }
+        let dw = _mm256_loadu_ps(w.d.as_ptr().add(sb * 8));
         for r in 0..R {
-            let xr = r0 + r;
-            let gs = if o != 0 {
-                _mm256_loadu_si256(
-                    x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
-                )
-            } else {
-                _mm256_setzero_si256()
-            };
-            let dx = _mm256_set1_ps(*x.d.get_unchecked(xr * nsb + sb));
-            for j in 0..J {
-                let even = if o == 0 {
-                    isum[r][j][0]
-                } else {
-                    let c = _mm256_madd_epi16(gs, corr[j]);
-                    _mm256_sub_epi32(isum[r][j][0], _mm256_sll_epi32(c, shift))
-                };
-                let dd = _mm256_mul_ps(dw[j], dx);
-                acc[r][j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][j][0]);
-                acc[r][j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j][1]), dd, acc[r][j][1]);
-            }
+            let dd = _mm256_mul_ps(dw, _mm256_set1_ps(*x.d.get_unchecked((r0 + r) * nsb + sb)));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), dd, acc[r]);
         }
     }
     for r in 0..R {
-        for j in 0..J {
-            let mut y = hsum(_mm256_add_ps(acc[r][j][0], acc[r][j][1]));
-            if with_min {
-                y -= min_term_k_avx2(w[j].mins.as_ptr(), x, r0 + r);
+        _mm256_storeu_ps(out[r].as_mut_ptr(), acc[r]);
+        if with_min {
+            for (j, row) in rows.iter().enumerate() {
+                out[r][j] -= min_term_k_avx2(row.mins.as_ptr(), x, r0 + r);
             }
-            out[r][j] = y;
         }
     }
-}
-
-/// [`tile_k_body`] with AVX2.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_k_avx2<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
-    x: &QuantizedRowsK,
-    r0: usize,
-    o: u32,
-    with_min: bool,
-    out: &mut [[f32; J]; R],
-) {
-    tile_k_body::<R, J>(w, x, r0, o, with_min, out)
 }
 
 /// One K-quant weight row (its stored bytes) times activation rows `r0..r0+R`, decoding
 /// in registers: the path for decoding (one to four rows), where a separate decode pass
-/// would cost as much as the product. Bit-identical to [`tile_k_body`] for the same rows
-/// (integer sums are exact in any order, and the float steps are the same).
+/// would cost as much as the product. Bit-identical to [`tile_k_zmm`] (AVX-512) or [`tile_k8_avx2`] (AVX2) for
+/// the same rows (integer sums are exact in any order, and the float steps are the same).
 #[inline(always)]
 unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     format: Format,
@@ -638,6 +688,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     let p = bytes.as_ptr();
     let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    let mut row_acc = [0.0f32; R];
     // Q4_K's minimum term in the order of `super::portable::min_term_k`: lanes 0–7 take the
     // even super-blocks, 8–15 the odd ones.
     let mut accm = [[_mm256_setzero_ps(); 2]; R];
@@ -748,7 +799,7 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
         };
         let dw = _mm256_set1_ps(d);
         for r in 0..R {
-            let dx = _mm256_set1_ps(*x.d.get_unchecked((r0 + r) * nsb + sb));
+            let dxs = *x.d.get_unchecked((r0 + r) * nsb + sb);
             let even = if o == 0 {
                 is[r][0]
             } else {
@@ -758,13 +809,24 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                 let c = _mm256_madd_epi16(gs, corr);
                 _mm256_sub_epi32(is[r][0], _mm256_sll_epi32(c, shift))
             };
-            let dd = _mm256_mul_ps(dw, dx);
-            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), dd, acc[r][1]);
+            if VNNI {
+                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(dxs));
+                acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), dd, acc[r][1]);
+            } else {
+                // The row order (see `super::portable::tile_k_rows`): one exact integer
+                // per super-block.
+                let i = hsum_i32(_mm256_add_epi32(even, is[r][1]));
+                row_acc[r] = (i as f32).mul_add(d * dxs, row_acc[r]);
+            }
         }
     }
     std::array::from_fn(|r| {
-        let mut y = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+        let mut y = if VNNI {
+            hsum(_mm256_add_ps(acc[r][0], acc[r][1]))
+        } else {
+            row_acc[r]
+        };
         if with_min {
             // The zero padding of an odd super-block count adds 0·0 to the odd lanes,
             // which leaves them unchanged: nothing to replay here.
@@ -927,7 +989,7 @@ register_path!(
 
 /// The K-quant tile on 512-bit registers: two 32-weight blocks per instruction. Integer
 /// sums are exact in any grouping and the float steps are the same, so the results are
-/// bit-identical to [`tile_k_body`] (tested); it only issues half the instructions.
+/// bit-identical to [`super::portable::tile_k`] (tested); it only issues half the instructions.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
@@ -1034,11 +1096,4 @@ row_loop!(
     DecodedRowK,
     QuantizedRowsK,
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-);
-row_loop!(
-    rows_k_avx2,
-    tile_k_avx2,
-    DecodedRowK,
-    QuantizedRowsK,
-    #[target_feature(enable = "avx2,fma,f16c")]
 );
