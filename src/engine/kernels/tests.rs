@@ -161,7 +161,8 @@ fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
             WeightBytes::Owned(random_matrix(format, n, k, &mut rng)),
         )
         .unwrap();
-        for m in [1, 2, 3, 4, 5, 13] {
+        // 1–15 rows take the register paths on AVX2, 21 its interleaved K-quant tile.
+        for m in [1, 2, 3, 4, 5, 13, 21] {
             let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
             let want = reference(&w, &q);
             let mut portable = vec![0.0; m * n];
@@ -203,7 +204,7 @@ fn every_kernel_matches_the_reference_and_each_other_bit_for_bit() {
 fn a_row_gives_the_same_bits_alone_and_inside_a_batch() {
     let mut rng = StdRng::seed_from_u64(4);
     for (format, _) in FORMATS {
-        let (n, k, m) = (37, 1024, 11);
+        let (n, k, m) = (37, 1024, 19);
         let w = QuantMatrix::new(
             format,
             n,
@@ -213,7 +214,7 @@ fn a_row_gives_the_same_bits_alone_and_inside_a_batch() {
         .unwrap();
         let x = random_activations(m, k, &mut rng);
         let batch = w.forward(&x, m);
-        for r in [0, 4, 10] {
+        for r in [0, 4, 10, 18] {
             let alone = w.forward(&x[r * k..(r + 1) * k], 1);
             assert_eq!(
                 alone.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
