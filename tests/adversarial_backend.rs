@@ -167,6 +167,9 @@ fn block() -> impl Strategy<Value = String> {
         words.prop_map(|w| format!("> {w}\n>\n> Quoted again.")),
         (words, words).prop_map(|(a, b)| format!("| Name | Value |\n|---|---|\n| {a} | {b} |")),
         Just("```python\nprint(len(ids))\n```".to_string()),
+        words.prop_map(|w| format!(
+            "```python\n# {w}\nids = load(\"x # y\")  # {w}\nprint(len(ids))\n```"
+        )),
         words.prop_map(|w| format!("![{w}](images/fig.svg)")),
         words.prop_map(|w| format!("1. {w}\n2. Second step with 3 items.")),
     ]

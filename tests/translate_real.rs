@@ -533,3 +533,42 @@ fn kept_words_the_model_translates_are_written_back() {
         }
     }
 }
+
+/// The prose comments of a code block are translated on the real model; its code, strings,
+/// commented-out code and directives stay byte for byte, and `quire check` finds nothing
+/// wrong with the block.
+#[test]
+fn code_comments_are_translated_and_the_code_kept() {
+    let chapter = "# Retrieval\n\nThe retriever returns the closest passages.\n\n```python\n# Find the most relevant passages in the knowledge base\nresults = retriever.search(query, top_k=3)  # three passages at most\n# results = [\nx = 1  # noqa: E501\n```\n";
+    let (tmp, out) = translate_one_chapter("code.md", chapter);
+    let written = std::fs::read_to_string(out.join("book/code.md")).unwrap();
+    let block = &written[written.find("```python").expect("the block")..];
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 6, "{block}");
+    let han = |s: &str| s.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    assert!(lines[1].starts_with("# ") && han(lines[1]), "{block}");
+    assert!(
+        lines[2].starts_with("results = retriever.search(query, top_k=3)  # ") && han(lines[2]),
+        "{block}"
+    );
+    assert_eq!(
+        lines[3..],
+        ["# results = [", "x = 1  # noqa: E501", "```"],
+        "{block}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_quire"))
+        .arg("check")
+        .arg(tmp.path().join("book"))
+        .arg(out.join("book"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let code: Vec<_> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["category"] == "code_block")
+        .collect();
+    assert!(code.is_empty(), "{code:?}");
+}

@@ -3,7 +3,7 @@
 use super::align::{diff, Op};
 use super::doc::{Doc, Item};
 use super::{Category, CheckContext, Finding, Severity};
-use crate::units::PLACEHOLDER_RE;
+use crate::units::{code_comments, PLACEHOLDER_RE};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -104,13 +104,19 @@ fn code_blocks(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
         .iter()
         .map(|c| (c.info.as_str(), c.payload.as_str()))
         .collect();
-    let action = "Restore the source code block byte for byte; only prose is translated.";
+    let action = "Restore the source code block byte for byte; only prose and the prose of comments are translated.";
     let count = count_note("code blocks", a.len(), b.len());
     for op in diff(&a, &b) {
         match op {
             Op::Same(..) => {}
             Op::Changed(i, j) => {
                 let (sc, tc) = (&s.code_blocks[i], &t.code_blocks[j]);
+                if sc.info == tc.info
+                    && code_comments::same_code(&sc.info, &sc.payload, &tc.payload).is_ok()
+                {
+                    // Only the prose of its comments was translated.
+                    continue;
+                }
                 let what = if sc.info != tc.info {
                     format!("info string `{}` became `{}`", sc.info, tc.info)
                 } else {

@@ -71,6 +71,10 @@ pub struct TranslateArgs {
     /// Token budget per translation unit.
     #[arg(long, default_value_t = 300)]
     pub unit_tokens: usize,
+    /// Keep the comments of code blocks as written (by default the prose of `#`, `//` and
+    /// `--` comments is translated; the code itself always stays byte for byte).
+    #[arg(long)]
+    pub keep_code_comments: bool,
     /// Print the plan, units, token budget per agent and an estimated time; load no model.
     #[arg(long)]
     pub dry_run: bool,
@@ -236,6 +240,7 @@ impl TranslateArgs {
             device: args.device,
             chat_template: args.chat_template,
             unit_tokens: unit_tokens(args.unit_tokens),
+            code_comments: !args.keep_code_comments,
             dry_run: args.dry_run,
             mode: args.mode,
             max_new_tokens_total: args.max_new_tokens_total,

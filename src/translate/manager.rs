@@ -64,6 +64,8 @@ pub struct TranslateOptions {
     pub chat_template: Option<String>,
     /// Token budget per unit.
     pub unit_tokens: usize,
+    /// Translate the prose comments of fenced code blocks (the code stays byte for byte).
+    pub code_comments: bool,
     /// Print the plan and stop.
     pub dry_run: bool,
     /// Orchestrated or single-agent.

@@ -7,7 +7,9 @@ use super::scheduler::max_new_tokens_for;
 use crate::book::{load_book, Book};
 use crate::glossary::Glossary;
 use crate::prompts::agents::DEFAULT_GUIDE;
-use crate::units::{release_names, segment_chapter, EstimateTokens, TokenCount, Unit, UnitKind};
+use crate::units::{
+    release_names, segment_chapter_with, EstimateTokens, TokenCount, Unit, UnitKind,
+};
 use crate::util::sha256_hex;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -71,7 +73,7 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
     let mut units = book
         .chapters
         .iter()
-        .map(|c| segment_chapter(c, opts.unit_tokens, &counter))
+        .map(|c| segment_chapter_with(c, opts.unit_tokens, &counter, opts.code_comments))
         .collect::<Result<Vec<_>>>()?;
     for unit in units.iter_mut().flatten() {
         release_names(unit, |name| house_translates(&house, name));
@@ -127,8 +129,12 @@ pub(super) fn fingerprint(
         "params".into(),
         sha256_hex(
             format!(
-                "{params}|{}|{}|{}|{:?}",
-                opts.source_lang, opts.target_lang, opts.unit_tokens, opts.mode
+                "{params}|{}|{}|{}|{:?}{}",
+                opts.source_lang,
+                opts.target_lang,
+                opts.unit_tokens,
+                opts.mode,
+                if opts.code_comments { "|comments" } else { "" }
             )
             .as_bytes(),
         ),

@@ -12,7 +12,8 @@
 //!   acronym;
 //! * for Chinese, a chapter number in Chinese numerals: `第 2 章` → `第二章`, as Chinese
 //!   books write it, and straight double quotes as curly ones (`"蒸馏"` → `“蒸馏”`), without
-//!   spaces between them and the Chinese text around them, and a figure or table label
+//!   spaces between them and the Chinese text around them, half-width parentheses in a
+//!   Chinese sentence as full-width ones (`(ViT)` → `（ViT）`), and a figure or table label
 //!   set apart from its caption by a space, not a colon (`图 3-5：RAG 查询流程` → `图 3-5 RAG
 //!   查询流程`).
 
@@ -30,6 +31,10 @@ static ACRONYM_PLURAL_RE: LazyLock<Regex> =
 static CAPTION_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(图|表)\s*([0-9]+(?:[-.][0-9]+)*)\s*[：:]\s*").expect("valid caption regex")
 });
+
+/// A pair of half-width parentheses with neither parentheses nor a line break inside.
+static PARENS_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\(([^()\n]{1,200})\)").expect("valid parentheses regex"));
 
 /// A chapter number written with digits: `第 2 章`, `第12章`.
 static CHAPTER_RE: LazyLock<Regex> =
@@ -65,6 +70,7 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
     out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
     if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
         out = curly_quotes(&out);
+        out = full_width_parens(&out);
         out = CAPTION_RE.replace(&out, "$1 $2 ").into_owned();
         out = CHAPTER_RE
             .replace_all(&out, |c: &regex::Captures| {
@@ -126,6 +132,37 @@ pub(crate) fn term_back(source: &str, line: &str, term: &str, words: &[&str]) ->
         }
     }
     (out, written)
+}
+
+/// Half-width parentheses in a Chinese sentence written full-width, as Chinese books do,
+/// without spaces outside them (`**视觉变换器** (ViT) 的` → `**视觉变换器**（ViT）的`): a pair
+/// that holds Chinese, or follows Chinese text, bold or a placeholder. A link's `](…)`, a
+/// call such as `f(x)` and a pair after a Latin word around Latin text (`GPT-4o (2024)`)
+/// stay as written.
+fn full_width_parens(line: &str) -> String {
+    if !line.contains('(') || !line.chars().any(crate::units::is_cjk) {
+        return line.to_string();
+    }
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut last = 0;
+    for m in PARENS_RE.find_iter(line) {
+        let before = line[..m.start()].trim_end_matches(' ');
+        let inner = &line[m.start() + 1..m.end() - 1];
+        let prev = before.chars().next_back();
+        let chinese = prev.is_some_and(|c| crate::units::is_cjk(c) || "*}`".contains(c));
+        let link = line[..m.start()].ends_with(']');
+        if link || !(chinese || inner.chars().any(crate::units::is_cjk)) {
+            continue;
+        }
+        out.push_str(&line[last..before.len().max(last)]);
+        out.push('（');
+        out.push_str(inner.trim());
+        out.push('）');
+        let rest = &line[m.end()..];
+        last = m.end() + (rest.len() - rest.trim_start_matches(' ').len());
+    }
+    out.push_str(&line[last..]);
+    out
 }
 
 /// `line` with its straight double quotes as curly ones, when it is Chinese text (it has
@@ -314,5 +351,29 @@ mod tests {
             typeset(&c, "", "Die Agents im Kapitel 2"),
             "Die Agents im Kapitel 2"
         );
+    }
+
+    #[test]
+    fn parentheses_in_chinese_sentences_are_full_width() {
+        for (line, want) in [
+            (
+                "基于 **视觉变换器** (ViT) 的编码器",
+                "基于 **视觉变换器**（ViT）的编码器",
+            ),
+            ("**L0 (摘要)** 是概述", "**L0（摘要）** 是概述"),
+            (
+                "生成 {{2}} (L0) 和 {{3}} (L1) 文件",
+                "生成 {{2}}（L0）和 {{3}}（L1）文件",
+            ),
+            (
+                "事实片段：(用户，计划) 和 (用户，海滩)",
+                "事实片段：（用户，计划）和（用户，海滩）",
+            ),
+            ("见 [文档]({{1}}) 和 f(x)", "见 [文档]({{1}}) 和 f(x)"),
+            ("发布于 GPT-4o (2024) 之后", "发布于 GPT-4o (2024) 之后"),
+            ("English only (kept)", "English only (kept)"),
+        ] {
+            assert_eq!(full_width_parens(line), want, "{line}");
+        }
     }
 }

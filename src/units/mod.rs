@@ -18,6 +18,7 @@
 //! * [`reassemble`] joins the translated units; with the untranslated units it reproduces
 //!   the chapter byte for byte.
 
+pub mod code_comments;
 pub mod constraint;
 pub mod skeleton;
 pub mod verbatim;
@@ -120,6 +121,9 @@ pub enum PlaceholderKind {
     /// A camel-case name in prose (`GraphRAG`, `OpenViking`, `LlamaIndex`): kept as
     /// written; the model is shown it in backticks (see [`verbatim`]).
     Name,
+    /// The code of a fenced block whose comments are translated: everything between two
+    /// comments' prose (fences, code, comment markers), see [`code_comments`].
+    Code,
 }
 
 /// One placeholder of a unit: the token the model sees and the original bytes it replaces.
@@ -451,14 +455,25 @@ pub fn is_cjk(c: char) -> bool {
 /// The units' sources concatenate to the chapter text. A heading always starts a unit; a
 /// block that alone exceeds the budget stays whole unless it is a paragraph, which is cut
 /// at sentence boundaries (or, for one overlong sentence, between words outside inline
-/// markup).
+/// markup). The prose comments of fenced code blocks are translated (a unit per block,
+/// everything else in it a placeholder): [`segment_chapter_with`] can keep them.
 pub fn segment_chapter(
     chapter: &Chapter,
     budget: usize,
     counter: &dyn TokenCount,
 ) -> Result<Vec<Unit>> {
+    segment_chapter_with(chapter, budget, counter, true)
+}
+
+/// [`segment_chapter`], with `code_comments: false` keeping every code block verbatim.
+pub fn segment_chapter_with(
+    chapter: &Chapter,
+    budget: usize,
+    counter: &dyn TokenCount,
+    code_comments: bool,
+) -> Result<Vec<Unit>> {
     let text = chapter.text.as_str();
-    let scan = scan(text);
+    let scan = scan(text, code_comments);
     let atoms = build_atoms(text, &scan, budget, counter);
     let name = chapter.name();
     let mut units: Vec<Unit> = Vec::new();
@@ -589,6 +604,8 @@ enum TopKind {
     BlockQuote,
     Atomic,
     Verbatim,
+    /// A fenced code block with comments to translate: a unit of its own.
+    CodeComments,
 }
 
 #[derive(Debug)]
@@ -640,6 +657,8 @@ fn add_span(text: &str, spans: &mut Vec<Span>, r: Range<usize>, kind: Placeholde
 /// and the inline containers.
 struct Scanner<'a> {
     text: &'a str,
+    /// Translate the prose comments of fenced code blocks.
+    code_comments: bool,
     scan: Scan,
     spans: Vec<Span>,
     depth: usize,
@@ -648,9 +667,10 @@ struct Scanner<'a> {
     links: Vec<LinkFrame>,
 }
 
-fn scan(text: &str) -> Scan {
+fn scan(text: &str, code_comments: bool) -> Scan {
     let mut s = Scanner {
         text,
+        code_comments,
         scan: Scan::default(),
         spans: Vec::new(),
         depth: 0,
@@ -691,6 +711,40 @@ impl Scanner<'_> {
         });
     }
 
+    /// Whether the top-level block `r` is a fenced code block with prose comments to
+    /// translate; if so, protect all of it but the comments' prose.
+    fn commented_code(&mut self, r: Range<usize>) -> bool {
+        let Some(block) = self.text.get(r.clone()) else {
+            return false;
+        };
+        if !self.code_comments || block.starts_with([' ', '\t']) {
+            return false;
+        }
+        let prose = code_comments::prose_ranges(block);
+        if prose.is_empty() {
+            return false;
+        }
+        let mut at = r.start;
+        for p in prose {
+            let p = r.start + p.start..r.start + p.end;
+            self.code_lines(at..p.start);
+            self.text_spans(p.clone());
+            at = p.end;
+        }
+        self.code_lines(at..r.end);
+        true
+    }
+
+    /// Protect code line by line, so that a comment's line keeps its own code before and
+    /// after it and every other line is a placeholder alone.
+    fn code_lines(&mut self, r: Range<usize>) {
+        let mut at = r.start;
+        for piece in self.text[r.clone()].split_inclusive('\n') {
+            self.add(at..at + piece.len(), PlaceholderKind::Code);
+            at += piece.len();
+        }
+    }
+
     /// The start of a block or an inline container.
     fn start(&mut self, tag: Tag, r: Range<usize>) {
         let text = self.text;
@@ -701,10 +755,11 @@ impl Scanner<'_> {
                 Tag::Heading { .. } => TopKind::Heading,
                 Tag::List(_) => TopKind::List,
                 Tag::BlockQuote(_) => TopKind::BlockQuote,
+                Tag::CodeBlock(_) if self.commented_code(r.clone()) => TopKind::CodeComments,
                 Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => TopKind::Verbatim,
                 _ => TopKind::Atomic,
             };
-            self.verbatim_top = kind == TopKind::Verbatim;
+            self.verbatim_top = matches!(kind, TopKind::Verbatim | TopKind::CodeComments);
             self.scan.blocks.push(TopBlock {
                 range: r.clone(),
                 kind,
@@ -1011,6 +1066,15 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                 AtomKind::Prose {
                     starts_unit: true,
                     alone: false,
+                },
+                &mut pending_lead,
+            ),
+            TopKind::CodeComments => push(
+                &mut atoms,
+                start..end,
+                AtomKind::Prose {
+                    starts_unit: true,
+                    alone: true,
                 },
                 &mut pending_lead,
             ),
@@ -1409,5 +1473,61 @@ mod tests {
         let all: String = units.iter().map(|u| u.protected.as_str()).collect();
         assert!(all.contains("The design can be found in {{"), "{all}");
         assert!(all.contains("*Not a citation* without a year."), "{all}");
+    }
+
+    #[test]
+    fn code_comments_are_translated_and_code_kept() {
+        let md = "Intro text.\n\n```python\n# 1. User query\nquery = \"Refund process\"  # what the user asks\nresults = retriever.search(query)  # top_k results\n# x = 1\n# \"Refunds take three days\",\n```\n\nAfter.\n";
+        let ch = crate::book::Chapter {
+            rel_path: "c.md".into(),
+            text: md.to_string(),
+        };
+        let units = segment_chapter(&ch, 10_000, &EstimateTokens).unwrap();
+        let all: String = units.iter().map(|u| u.source.as_str()).collect();
+        assert_eq!(all, md);
+        let code = units
+            .iter()
+            .find(|u| u.source.contains("```python"))
+            .expect("a code unit");
+        assert_eq!(code.kind, UnitKind::Translate);
+        let sk = skeleton::Skeleton::of(code);
+        assert_eq!(
+            sk.model_text(),
+            "1. User query\nwhat the user asks\n{{5}} results\nRefunds take three days"
+        );
+        let zh: Vec<String> = [
+            "1. 用户提问",
+            "用户问的内容",
+            "top_k 个结果",
+            "退款需要三天",
+        ]
+        .map(String::from)
+        .to_vec();
+        let out = sk.assemble(code, &zh);
+        assert_eq!(
+            out,
+            "```python\n# 1. 用户提问\nquery = \"Refund process\"  # 用户问的内容\nresults = retriever.search(query)  # top_k 个结果\n# x = 1\n# \"退款需要三天\",\n```"
+        );
+        let ctx = crate::checks::CheckContext::default();
+        let findings = crate::checks::check_unit("c", code.source.trim(), &out, &ctx);
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.category != crate::checks::Category::CodeBlock),
+            "{findings:?}"
+        );
+        let broken = out.replace("search(query)", "search(q)");
+        let findings = crate::checks::check_unit("c", code.source.trim(), &broken, &ctx);
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.category == crate::checks::Category::CodeBlock),
+            "{findings:?}"
+        );
+        let kept = segment_chapter_with(&ch, 10_000, &EstimateTokens, false).unwrap();
+        assert!(kept
+            .iter()
+            .filter(|u| u.source.contains("```"))
+            .all(|u| u.kind == UnitKind::Verbatim));
     }
 }

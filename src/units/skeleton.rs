@@ -33,6 +33,10 @@ static IMAGE_LINE_RE: LazyLock<Regex> =
 static LEADING_TOKEN_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\{\{([0-9]+)\}\}[ \t]*").expect("valid regex"));
 
+/// A trailing placeholder: spaces then `{{n}}`.
+static TRAILING_TOKEN_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[ \t]*\{\{([0-9]+)\}\}$").expect("valid regex"));
+
 /// One piece of prose the model translates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -157,15 +161,16 @@ impl Builder {
         let prefix_len = PREFIX_RE.find(line).map_or(0, |m| m.end());
         let (prefix, mut rest) = line.split_at(prefix_len);
         self.keep(prefix);
-        // A footnote definition's `[^x]:` label.
+        // A footnote definition's `[^x]:` label, or the code before a comment.
         if let Some(c) = LEADING_TOKEN_RE.captures(rest) {
             let n: usize = c[1].parse().unwrap_or(0);
             let is_def = n
                 .checked_sub(1)
                 .and_then(|i| unit.placeholders.get(i))
                 .is_some_and(|p| {
-                    p.kind == super::PlaceholderKind::FootnoteLabel
-                        && p.original.trim_end().ends_with(':')
+                    (p.kind == super::PlaceholderKind::FootnoteLabel
+                        && p.original.trim_end().ends_with(':'))
+                        || p.kind == super::PlaceholderKind::Code
                 });
             if is_def {
                 let m = c.get(0).expect("group 0");
@@ -173,8 +178,21 @@ impl Builder {
                 rest = &rest[m.end()..];
             }
         }
-        let body = rest.trim_end_matches([' ', '\t', '\r']);
-        let tail = &rest[body.len()..];
+        let mut body = rest.trim_end_matches([' ', '\t', '\r']);
+        let mut tail = &rest[body.len()..];
+        // The code after a comment's words (a closing quote and comma).
+        if let Some(c) = TRAILING_TOKEN_RE.captures(body) {
+            let n: usize = c[1].parse().unwrap_or(0);
+            let code = n
+                .checked_sub(1)
+                .and_then(|i| unit.placeholders.get(i))
+                .is_some_and(|p| p.kind == super::PlaceholderKind::Code);
+            if code {
+                let m = c.get(0).expect("group 0");
+                body = &rest[..m.start()];
+                tail = &rest[m.start()..];
+            }
+        }
         if self.table && body.contains('|') {
             if DIVIDER_RE.is_match(body) {
                 self.keep(body);
