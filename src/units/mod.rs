@@ -1047,6 +1047,10 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
             starts_unit: false,
             alone: false,
         };
+        let alone = AtomKind::Prose {
+            starts_unit: true,
+            alone: true,
+        };
         match b.kind {
             TopKind::Verbatim => push(
                 &mut atoms,
@@ -1069,28 +1073,13 @@ fn build_atoms(text: &str, scan: &Scan, budget: usize, counter: &dyn TokenCount)
                 },
                 &mut pending_lead,
             ),
-            TopKind::CodeComments => push(
-                &mut atoms,
-                start..end,
-                AtomKind::Prose {
-                    starts_unit: true,
-                    alone: true,
-                },
-                &mut pending_lead,
-            ),
+            // A figure, a caption or a code block's comments: a unit of its own.
+            TopKind::CodeComments => push(&mut atoms, start..end, alone, &mut pending_lead),
             TopKind::Paragraph
                 if IMAGE_PARAGRAPH_RE.is_match(text[start..end].trim())
                     || CAPTION_RE.is_match(text[start..end].trim()) =>
             {
-                push(
-                    &mut atoms,
-                    start..end,
-                    AtomKind::Prose {
-                        starts_unit: true,
-                        alone: true,
-                    },
-                    &mut pending_lead,
-                )
+                push(&mut atoms, start..end, alone, &mut pending_lead)
             }
             TopKind::Paragraph => {
                 if counter.count_tokens(&text[start..end]) > budget {
