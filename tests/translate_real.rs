@@ -97,8 +97,19 @@ fn translate_rerun_resume_and_lock() {
         "translate failed: {st:?}"
     );
     let book = read_book(&a);
-    // Code blocks, links and numbers survive byte for byte.
-    assert!(book[0].1.contains("```python\n# count the tokens of a prompt\nids = tokenizer.encode(\"Hello, world\")\nprint(len(ids))\n```"));
+    // Code, links and numbers survive byte for byte; a code comment is translated.
+    let code = &book[0].1[book[0].1.find("```python\n# ").expect("the code block")..];
+    assert!(
+        code.contains("\nids = tokenizer.encode(\"Hello, world\")\nprint(len(ids))\n```"),
+        "{code}"
+    );
+    let comment = code.lines().nth(1).unwrap();
+    assert!(
+        comment
+            .chars()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+        "{comment}"
+    );
     assert!(book[0].1.contains("(https://example.com/tokenizers)"));
     assert!(book[1].1.contains("`quire bench prefix`"));
     let han = book

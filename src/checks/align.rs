@@ -3,6 +3,7 @@
 //! structural checks.
 
 use super::doc::{BlockKind, Doc};
+use crate::units::code_comments;
 
 /// An aligned stretch of prose: source and translation text with their first lines.
 #[derive(Debug, Clone)]
@@ -367,9 +368,26 @@ pub(crate) fn whole(src: &Doc, tgt: &Doc) -> Segment {
     let sb: Vec<usize> = (0..src.blocks.len()).collect();
     let tb: Vec<usize> = (0..tgt.blocks.len()).collect();
     let sp = prose_blocks(src, &sb);
+    let (mut s, mut t) = (join(src, &sp), join(tgt, &prose_blocks(tgt, &tb)));
+    // The translated comments of code blocks are prose too.
+    if src.code_blocks.len() == tgt.code_blocks.len() {
+        for (a, b) in src.code_blocks.iter().zip(&tgt.code_blocks) {
+            if a.info != b.info || a.payload == b.payload {
+                continue;
+            }
+            for (x, y) in code_comments::comment_pairs(&a.info, &a.payload, &b.payload) {
+                for (out, text) in [(&mut s, x), (&mut t, y)] {
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    out.push_str(&text);
+                }
+            }
+        }
+    }
     Segment {
-        src: join(src, &sp),
-        tgt: join(tgt, &prose_blocks(tgt, &tb)),
+        src: s,
+        tgt: t,
         src_line: None,
         tgt_line: None,
         fine: true,

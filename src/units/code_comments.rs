@@ -273,6 +273,34 @@ pub fn same_code(info: &str, source: &str, translated: &str) -> Result<(), usize
     }
 }
 
+/// The words of each prose comment of `source` (a fenced block's payload under `info`)
+/// and what `translated` has in their place, for the lines whose code is unchanged: what
+/// the checks read as prose.
+pub fn comment_pairs(info: &str, source: &str, translated: &str) -> Vec<(String, String)> {
+    let head = format!("```{info}\n");
+    let ranges = prose_ranges(&format!("{head}{source}"));
+    let mut ranges = ranges.iter().peekable();
+    let (sl, tl): (Vec<&str>, Vec<&str>) = (
+        source.split_inclusive('\n').collect(),
+        translated.split_inclusive('\n').collect(),
+    );
+    let mut out = Vec::new();
+    let mut at = head.len();
+    for (k, s) in sl.iter().enumerate() {
+        let end = at + s.len();
+        let range = ranges.next_if(|r| r.start >= at && r.end <= end);
+        if let (Some(r), Some(t)) = (range, tl.get(k)) {
+            let (c, e) = (r.start - at, r.end - at);
+            let tail = s.len() - e;
+            if t.len() >= c + tail && t.starts_with(&s[..c]) && t.ends_with(&s[e..]) {
+                out.push((s[c..e].to_string(), t[c..t.len() - tail].to_string()));
+            }
+        }
+        at = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +355,22 @@ mod tests {
         assert!(prose("```haskell-ish\n# Some words here\n```").is_empty());
         assert!(prose("    # indented code\n").is_empty());
         assert!(prose("```json\n{\"a\": 1}\n```").is_empty());
+    }
+
+    #[test]
+    fn comments_pair_with_their_translations() {
+        let src = "# Load the index\nindex = load()  # from disk\n# \"Wait 30 seconds\",\n";
+        let zh = "# 加载索引\nindex = load()  # 从磁盘\n# \"等待 30 秒\",\n";
+        let pairs = comment_pairs("python", src, zh);
+        let want = [
+            ("Load the index", "加载索引"),
+            ("from disk", "从磁盘"),
+            ("Wait 30 seconds", "等待 30 秒"),
+        ];
+        assert_eq!(pairs.len(), 3);
+        for ((s, t), (ws, wt)) in pairs.iter().zip(want) {
+            assert_eq!((s.as_str(), t.as_str()), (ws, wt));
+        }
     }
 
     #[test]

@@ -1466,7 +1466,7 @@ mod tests {
 
     #[test]
     fn code_comments_are_translated_and_code_kept() {
-        let md = "Intro text.\n\n```python\n# 1. User query\nquery = \"Refund process\"  # what the user asks\nresults = retriever.search(query)  # top_k results\n# x = 1\n# \"Refunds take three days\",\n```\n\nAfter.\n";
+        let md = "Intro text.\n\n```python\n# 1. User query\nquery = \"Refund process\"  # what the user asks\nresults = retriever.search(query)  # top_k results\n# x = 1\n# \"Refunds take 3 days\",\n```\n\nAfter.\n";
         let ch = crate::book::Chapter {
             rel_path: "c.md".into(),
             text: md.to_string(),
@@ -1482,20 +1482,20 @@ mod tests {
         let sk = skeleton::Skeleton::of(code);
         assert_eq!(
             sk.model_text(),
-            "1. User query\nwhat the user asks\n{{5}} results\nRefunds take three days"
+            "1. User query\nwhat the user asks\n{{5}} results\nRefunds take 3 days"
         );
         let zh: Vec<String> = [
             "1. 用户提问",
             "用户问的内容",
             "top_k 个结果",
-            "退款需要三天",
+            "退款需要 3 天",
         ]
         .map(String::from)
         .to_vec();
         let out = sk.assemble(code, &zh);
         assert_eq!(
             out,
-            "```python\n# 1. 用户提问\nquery = \"Refund process\"  # 用户问的内容\nresults = retriever.search(query)  # top_k 个结果\n# x = 1\n# \"退款需要三天\",\n```"
+            "```python\n# 1. 用户提问\nquery = \"Refund process\"  # 用户问的内容\nresults = retriever.search(query)  # top_k 个结果\n# x = 1\n# \"退款需要 3 天\",\n```"
         );
         let ctx = crate::checks::CheckContext::default();
         let findings = crate::checks::check_unit("c", code.source.trim(), &out, &ctx);
@@ -1504,6 +1504,14 @@ mod tests {
                 .iter()
                 .all(|f| f.category != crate::checks::Category::CodeBlock),
             "{findings:?}"
+        );
+        let dropped = out.replace("退款需要 3 天", "退款需要天");
+        let findings = crate::checks::check_unit("c", code.source.trim(), &dropped, &ctx);
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.category == crate::checks::Category::Number),
+            "a number dropped from a comment: {findings:?}"
         );
         let broken = out.replace("search(query)", "search(q)");
         let findings = crate::checks::check_unit("c", code.source.trim(), &broken, &ctx);
