@@ -391,3 +391,8 @@ fn placeholder_form_is_inert_markdown_and_short() {
     }
     assert!(EstimateTokens.count_tokens(&placeholder_token(12)) <= 4);
 }
+
+#[test]
+fn literal_placeholder_in_a_table_continuation_row() {
+    check_roundtrip("| a | b |\n|---|:-:|\n| A | 2 |\nA || {{1}}\n", 0);
+}

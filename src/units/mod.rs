@@ -692,12 +692,37 @@ fn scan(text: &str, code_comments: bool) -> Scan {
             other => s.leaf(other, r),
         }
     }
+    s.literals_outside_events();
     s.finish()
 }
 
 impl Scanner<'_> {
     fn add(&mut self, r: Range<usize>, kind: PlaceholderKind) {
         add_span(self.text, &mut self.spans, r, kind);
+    }
+
+    /// Placeholder look-alikes in text no event covers (a table row's cells past the
+    /// header's count): protected like those in prose, so the unit's own `{{n}}` stay unique.
+    fn literals_outside_events(&mut self) {
+        let ranges: Vec<Range<usize>> = (self.scan.blocks.iter())
+            .filter(|b| b.kind != TopKind::Verbatim)
+            .map(|b| b.range.clone())
+            .collect();
+        for r in ranges {
+            let Some(block) = self.text.get(r.clone()) else {
+                continue;
+            };
+            for m in PLACEHOLDER_RE.find_iter(block) {
+                let m = r.start + m.start()..r.start + m.end();
+                if !self
+                    .spans
+                    .iter()
+                    .any(|s| s.range.start < m.end && m.start < s.range.end)
+                {
+                    self.add(m, PlaceholderKind::Literal);
+                }
+            }
+        }
     }
 
     /// A top-level block kept verbatim (a rule, or text pulldown-cmark gives outside one).
