@@ -14,6 +14,7 @@
 
 mod chapters;
 pub mod checkpoint;
+pub(crate) mod expansions;
 pub mod glossary_agent;
 mod glossary_stage;
 mod kept_words;

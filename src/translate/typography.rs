@@ -15,7 +15,8 @@
 //!   spaces between them and the Chinese text around them, half-width parentheses in a
 //!   Chinese sentence as full-width ones (`(ViT)` → `（ViT）`), and a figure or table label
 //!   set apart from its caption by a space, not a colon (`图 3-5：RAG 查询流程` → `图 3-5 RAG
-//!   查询流程`).
+//!   查询流程`), and an acronym's English expansion the model translated or dropped written
+//!   back (see [`super::expansions`]).
 
 use crate::checks::CheckContext;
 use crate::glossary::count_term;
@@ -56,7 +57,11 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
     if !non_latin_script(&ctx.target_lang) {
         return line.to_string();
     }
-    let line = kept_terms_back(ctx, source, line);
+    let zh = ctx.target_lang.to_ascii_lowercase().starts_with("zh");
+    let mut line = kept_terms_back(ctx, source, line);
+    if zh {
+        line = super::expansions::write_back(source, &line);
+    }
     let line = line.as_str();
     let kept: HashSet<&str> = ctx
         .glossary
@@ -68,7 +73,7 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
         .collect();
     let mut out = singular(&autocorrect::format(line), &kept);
     out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
-    if ctx.target_lang.to_ascii_lowercase().starts_with("zh") {
+    if zh {
         out = curly_quotes(&out);
         out = full_width_parens(&out);
         out = CAPTION_RE.replace(&out, "$1 $2 ").into_owned();
@@ -351,6 +356,18 @@ mod tests {
             typeset(&c, "", "Die Agents im Kapitel 2"),
             "Die Agents im Kapitel 2"
         );
+    }
+
+    #[test]
+    fn an_acronyms_expansion_is_written_back_in_english() {
+        let c = ctx("zh-CN", &[]);
+        let src = "Two ANN (Approximate Nearest Neighbor) algorithms differ.";
+        assert_eq!(
+            typeset(&c, src, "两种 ANN (近似最近邻) 算法不同。"),
+            "两种 ANN（Approximate Nearest Neighbor，近似最近邻）算法不同。"
+        );
+        let de = ctx("de", &[]);
+        assert_eq!(typeset(&de, src, "Zwei ANN (Nachbar)"), "Zwei ANN (Nachbar)");
     }
 
     #[test]
