@@ -178,3 +178,40 @@ fn unit_level_checks_for_the_pipeline() {
         "{findings:#?}"
     );
 }
+
+#[test]
+fn a_code_comment_left_in_english_is_reported() {
+    let chapter = Chapter {
+        rel_path: PathBuf::from("ch1.md"),
+        text: "Run it:\n\n```python\n# Count the tokens of a prompt.\nn = count(p)  # the total\n```\n".to_string(),
+    };
+    let units = segment_chapter(&chapter, 1000, &EstimateTokens).unwrap();
+    assert_eq!(units.len(), 2);
+    let code = &units[1];
+    let ctx = CheckContext::default();
+    let kept = |t: &[&str]| {
+        let translations: Vec<String> = t.iter().map(|s| s.to_string()).collect();
+        check_units(&units, &translations, &ctx)
+            .into_iter()
+            .filter(|f| f.category == Category::Untranslated && f.unit.as_deref() == Some(&code.id))
+            .map(|f| f.evidence)
+            .collect::<Vec<_>>()
+    };
+    // The first comment copied, the second translated: one warning, for the first.
+    let half = "```python\n# Count the tokens of a prompt.\nn = count(p)  # 总数\n```";
+    let found = kept(&["运行它：", half]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("Count the tokens of a prompt."),
+        "{found:?}"
+    );
+    // Both translated: none; the same block as a verbatim unit (`--keep-code-comments`): none.
+    let both = "```python\n# 统计提示词的词元数。\nn = count(p)  # 总数\n```";
+    assert!(kept(&["运行它：", both]).is_empty());
+    let verbatim =
+        quire::units::segment_chapter_with(&chapter, 1000, &EstimateTokens, false).unwrap();
+    let translations = vec!["运行它：".to_string(), code.source.clone()];
+    assert!(check_units(&verbatim, &translations, &ctx)
+        .iter()
+        .all(|f| f.category != Category::Untranslated));
+}

@@ -18,7 +18,7 @@ mod structure;
 pub use crate::glossary::{Glossary, GlossaryEntry};
 
 use crate::book::{Book, Chapter};
-use crate::units::{restore_placeholders, PlaceholderError, Unit, UnitKind};
+use crate::units::{restore_placeholders, PlaceholderError, PlaceholderKind, Unit, UnitKind};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -496,11 +496,53 @@ pub fn check_units(units: &[Unit], translations: &[String], ctx: &CheckContext) 
             f.source_line = None;
         }
         out.extend(found);
+        if u.placeholders
+            .iter()
+            .any(|p| p.kind == PlaceholderKind::Code)
+        {
+            out.extend(
+                comments_left_in_english(&s, &d, ctx)
+                    .into_iter()
+                    .map(|mut f| {
+                        f.unit = Some(u.id.clone());
+                        f
+                    }),
+            );
+        }
         let mut seg = align::whole(&s, &d);
         seg.unit = Some(u.id.clone());
         segments.push(seg);
     }
     content::check(&segments, ctx, &mut out);
+    out
+}
+
+/// The prose comments of a code-comments unit (one whose code is placeholders, see
+/// [`crate::units::code_comments`]) that its translation still has word for word in the
+/// source language: one warning each, so that a comment the fallback kept in English, or
+/// that the model copied, is in the report for a person to translate.
+fn comments_left_in_english(src: &doc::Doc, tgt: &doc::Doc, ctx: &CheckContext) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (a, b) in src.code_blocks.iter().zip(&tgt.code_blocks) {
+        if a.info != b.info {
+            continue;
+        }
+        for (x, y) in crate::units::code_comments::comment_pairs(&a.info, &a.payload, &b.payload) {
+            let words = x
+                .split_whitespace()
+                .filter(|w| w.chars().any(char::is_alphabetic));
+            if x.trim() == y.trim() && words.count() >= 2 {
+                out.push(ctx.finding(
+                    Category::Untranslated,
+                    Severity::Warning,
+                    None,
+                    None,
+                    format!("code comment left in the source language: {:?}", x.trim()),
+                    "Translate the comment (the code around it stays as it is).",
+                ));
+            }
+        }
+    }
     out
 }
 

@@ -367,7 +367,10 @@ mod tests {
             "两种 ANN（Approximate Nearest Neighbor，近似最近邻）算法不同。"
         );
         let de = ctx("de", &[]);
-        assert_eq!(typeset(&de, src, "Zwei ANN (Nachbar)"), "Zwei ANN (Nachbar)");
+        assert_eq!(
+            typeset(&de, src, "Zwei ANN (Nachbar)"),
+            "Zwei ANN (Nachbar)"
+        );
     }
 
     #[test]
