@@ -310,3 +310,48 @@ fn a_review_verdict_is_ok_or_problem_lines_on_the_real_model() {
         eprintln!("{translation:?} → {v:?}");
     }
 }
+
+/// The emphasis agent on the real model: asked which words of a translated line render a
+/// bold phrase the translation dropped, it answers with a piece of the line (held to one at
+/// decode time), and the phrase's emphasis is written back there.
+#[test]
+fn a_dropped_bold_phrase_is_found_in_its_line_and_written_back() {
+    use quire::prompts::agents::emphasis_prompt;
+    use quire::translate::emphasis::{accept, bold_spans, question, wrap};
+    let e = qwen();
+    let cases = [
+        (
+            "Two **structured indexing** techniques tackle how knowledge should be organized.",
+            "两种结构化索引技术解决了知识应该如何组织的问题。",
+            "structured indexing",
+            "索引",
+        ),
+        (
+            "A query counts as a hit when one relevant document is retrieved: this is the **hit rate**.",
+            "只要检索到一篇相关文档，查询就算命中：这就是命中率。",
+            "hit rate",
+            "命中",
+        ),
+    ];
+    for (source, line, phrase, expect) in cases {
+        let req = question(
+            emphasis_prompt("en", "zh-CN", source, line, phrase).unwrap(),
+            line,
+        );
+        let prompt = e
+            .encode(&e.template.render(&req.messages, true).unwrap())
+            .unwrap();
+        let mut cache = e.new_cache().unwrap();
+        let gen = e
+            .generate(&mut cache, &prompt, &req.params, &mut |_| {})
+            .unwrap();
+        let answer = accept(phrase, line, &gen.text, "zh-CN")
+            .unwrap_or_else(|| panic!("{phrase:?} in {line:?}: {:?} not taken", gen.text));
+        assert!(answer.contains(expect), "{phrase:?} → {answer:?}");
+        let near = source.find("**").unwrap() as f64 / source.len() as f64;
+        let bold = wrap(line, &answer, near).unwrap();
+        let spans = bold_spans(&bold);
+        assert_eq!(spans.len(), 1, "{bold:?}");
+        assert_eq!(spans[0].inner, answer);
+    }
+}

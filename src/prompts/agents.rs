@@ -30,6 +30,11 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("glossary_user", include_str!("templates/glossary_user.j2")),
     ("review_system", include_str!("templates/review_system.j2")),
     ("review_user", include_str!("templates/review_user.j2")),
+    (
+        "emphasis_system",
+        include_str!("templates/emphasis_system.j2"),
+    ),
+    ("emphasis_user", include_str!("templates/emphasis_user.j2")),
 ];
 
 /// Marker rendered where the per-call part of a user message begins (removed before use).
@@ -196,6 +201,93 @@ pub fn review_prompt(
         minijinja::context! { split => SPLIT, source, translation },
     )?;
     with_split(system, user)
+}
+
+/// The emphasis agent's prompt: which words of `translation` (one line) translate
+/// `phrase`, a bold span of `source` (the line it translates). The stable part ends after
+/// the two lines, so the questions about one line's phrases share its prefix.
+pub fn emphasis_prompt(
+    source_lang: &str,
+    target_lang: &str,
+    source: &str,
+    translation: &str,
+    phrase: &str,
+) -> Result<AgentPrompt> {
+    let names = (language_name(source_lang), language_name(target_lang));
+    let system = render(
+        "emphasis_system",
+        minijinja::context! { source_name => names.0.clone(), target_name => names.1 },
+    )?;
+    let ask = |source: &str, translation: &str, phrase: &str| {
+        render(
+            "emphasis_user",
+            minijinja::context! {
+                source_name => names.0.clone(), split => SPLIT, source, translation, phrase,
+            },
+        )
+    };
+    let mut prompt = with_split(system, ask(source, translation, phrase)?)?;
+    // Worked examples as earlier turns (Chinese targets): part of the stable prefix.
+    if target_lang.to_ascii_lowercase().starts_with("zh") {
+        let mut turns = Vec::new();
+        for (s, t, p, a) in EMPHASIS_EXAMPLES_ZH {
+            turns.push(Message::user(ask(s, t, p)?.replacen(SPLIT, "", 1)));
+            turns.push(Message::assistant(a.to_string()));
+        }
+        let n = turns.len();
+        prompt.messages.splice(1..1, turns);
+        prompt.split.message += n;
+    }
+    Ok(prompt)
+}
+
+/// Worked examples of the emphasis agent for Chinese: (line, translation, phrase, reply).
+const EMPHASIS_EXAMPLES_ZH: [(&str, &str, &str, &str); 2] = [
+    (
+        "The **prefix cache** is stored on disk, so a restart is cheap.",
+        "前缀缓存保存在磁盘上，因此重启的代价很低。",
+        "prefix cache",
+        "前缀缓存",
+    ),
+    (
+        "Each step writes a checkpoint; this is what makes a run **resumable** after a crash.",
+        "每一步都会写入检查点，这正是运行在崩溃后可以恢复的原因。",
+        "resumable",
+        "可以恢复",
+    ),
+];
+
+/// An answer that is a piece of one text, held to it at decode time: every token keeps the
+/// reply a substring of `text`, with no line break and no emphasis or code delimiter in it,
+/// and the reply may end only where it is non-empty, whole characters, and not padded with
+/// spaces. (A backend that cannot apply decode-time constraints gets the instruction in
+/// the prompt only; the caller checks the reply again.)
+pub struct PieceOf {
+    /// The text the reply is copied from.
+    pub text: String,
+}
+
+impl TextConstraint for PieceOf {
+    fn allows(&self, text: &[u8], next: &[u8]) -> bool {
+        if next
+            .iter()
+            .any(|b| matches!(b, b'\n' | b'\r' | b'*' | b'`'))
+        {
+            return false;
+        }
+        let reply = [text, next].concat();
+        reply.first() != Some(&b' ') && contains_bytes(self.text.as_bytes(), &reply)
+    }
+
+    fn allows_end(&self, text: &[u8]) -> bool {
+        std::str::from_utf8(text)
+            .is_ok_and(|t| !t.trim().is_empty() && t.trim() == t && self.text.contains(t))
+    }
+}
+
+/// Whether `needle` occurs in `haystack` (bytes; a token may end inside a character).
+fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The shape a verdict is held to at decode time: `OK`, or one to three lines that each

@@ -36,7 +36,7 @@ impl UnitState {
 /// One model call, in the reference pipeline's `tracker_calls` shape plus Quire's fields.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrackerCall {
-    /// "glossary", "translate", "revise" or "proofread".
+    /// "glossary", "translate", "revise", "fallback", "emphasis" or "proofread".
     pub agent: String,
     /// Prompt tokens.
     pub prompt_tokens: usize,

@@ -4,7 +4,7 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
-use super::{chapters, glossary_stage, kept_words, review, run_report, scheduler};
+use super::{chapters, emphasis, glossary_stage, kept_words, review, run_report, scheduler};
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
@@ -479,6 +479,14 @@ fn stages(
         m.log(format!(
             "kept term {:?}: the model's word {:?} in {} lines, {} written back",
             l.term, l.word, l.lines, l.written
+        ));
+    }
+    //    Bold spans the model dropped, found in their lines and written back.
+    let bold = emphasis::write_back(&mut m, backend, &plan.units, &mut done.texts, &ctx.glossary)?;
+    if bold.lines > 0 {
+        m.log(format!(
+            "emphasis: {} lines had lost bold spans, {} written back ({} asked)",
+            bold.lines, bold.spans, bold.asked
         ));
     }
     // 4. Chapters: finished units translated, the rest (if the run stopped) left in the source.

@@ -10,10 +10,11 @@
 //!
 //! One file per stage, sequenced by [`manager::run`]: `plan` (units, glossary, guide,
 //! fingerprint) → `glossary_stage` → `scheduler` (translation, with `passage`'s checks and
-//! fallback cascade) → `chapters` → `review` (proofreading) → `run_report` (`run.json`).
+//! fallback cascade) → `kept_words` and `emphasis` (terms and bold spans written back) → `chapters` → `review` (proofreading) → `run_report` (`run.json`).
 
 mod chapters;
 pub mod checkpoint;
+pub mod emphasis;
 pub(crate) mod expansions;
 pub mod glossary_agent;
 mod glossary_stage;
