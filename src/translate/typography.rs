@@ -76,6 +76,7 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
     if zh {
         out = curly_quotes(&out);
         out = full_width_parens(&out);
+        out = bold_closed_before_marks(&out);
         out = CAPTION_RE.replace(&out, "$1 $2 ").into_owned();
         out = CHAPTER_RE
             .replace_all(&out, |c: &regex::Captures| {
@@ -86,6 +87,35 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
                 }
             })
             .into_owned();
+    }
+    out
+}
+
+/// Full-width marks that may end a bold span's words.
+const CLOSING_MARKS: &str = "。，、；：？！";
+
+/// A bold span closed after a full-width mark with text right after it (`**…没有什么用。**无论`)
+/// does not render: CommonMark does not take a `**` between a punctuation mark and a letter
+/// as closing. The mark is moved out of the span (`**…没有什么用**。无论`) wherever that
+/// makes the span render.
+fn bold_closed_before_marks(line: &str) -> String {
+    use super::emphasis::bold_spans;
+    let mut out = line.to_string();
+    let mut from = 0;
+    while let Some(i) = out[from..].find("**").map(|i| i + from) {
+        from = i + 2;
+        let (Some(mark), Some(next)) = (out[..i].chars().next_back(), out[i + 2..].chars().next())
+        else {
+            continue;
+        };
+        if !CLOSING_MARKS.contains(mark) || next.is_whitespace() || next.is_ascii_punctuation() {
+            continue;
+        }
+        let m = mark.len_utf8();
+        let moved = format!("{}**{mark}{}", &out[..i - m], &out[i + 2..]);
+        if bold_spans(&moved).len() > bold_spans(&out).len() {
+            out = moved;
+        }
     }
     out
 }
@@ -371,6 +401,30 @@ mod tests {
             typeset(&de, src, "Zwei ANN (Nachbar)"),
             "Zwei ANN (Nachbar)"
         );
+    }
+
+    #[test]
+    fn a_bold_span_closed_after_a_full_width_mark_is_closed_before_it() {
+        assert_eq!(
+            bold_closed_before_marks("结论：**简单 RAG 几乎没有什么用。**无论如何"),
+            "结论：**简单 RAG 几乎没有什么用**。无论如何"
+        );
+        // Rendering already (a space or the line's end after it), or not a closing run.
+        for ok in [
+            "**案例 1：计数问题。** 在第二章",
+            "**案例 1：计数问题。**",
+            "前面：**粗体**词。",
+        ] {
+            assert_eq!(bold_closed_before_marks(ok), ok);
+        }
+        let zh = ctx("zh-CN", &[]);
+        let src = "Both point to one conclusion: **naive RAG is not enough.** Whether stored…";
+        let line = typeset(
+            &zh,
+            src,
+            "都指向同一个结论：**简单 RAG 远远不够。**无论存储在哪里",
+        );
+        assert!(line.contains("**简单 RAG 远远不够**。无论"), "{line}");
     }
 
     #[test]
