@@ -6,11 +6,12 @@
 //!    per 256 values for the K-quants ([`activations`]);
 //! 2. the output columns are split into chunks that rayon spreads over the cores;
 //! 3. for one to four rows ([`SMALL_BATCH`]: decoding, throughput mode) each weight row is
-//!    decoded in registers and used at once; for more, each weight row is decoded once per
-//!    pass into a common form ([`formats::DecodedRow`], [`formats::DecodedRowK`]) and
-//!    multiplied with every activation row of the pass, in tiles of 4 activation rows × up
-//!    to 4 weight rows (AVX2 K-quants: 8 weight rows, interleaved by
-//!    [`x86::InterleavedK8`]);
+//!    decoded in registers and used at once (K-quants on x86: up to 15 rows, in groups of
+//!    four); for more, each weight row is decoded once per pass into a common form
+//!    ([`formats::DecodedRow`], [`formats::DecodedRowK`]) and multiplied with every
+//!    activation row of the pass, in tiles of 4 activation rows × up to 4 weight rows
+//!    (K-quants: 8 weight rows interleaved by [`x86::InterleavedK8`] on AVX2, 16 by
+//!    [`x86::InterleavedK16`] on AVX-512, times up to 8 activation rows);
 //! 4. the kernels ([`x86`]: 512-bit AVX-512 VNNI or 256-bit AVX2; else [`portable`]) form
 //!    exact integer sums and accumulate them in f32 in one fixed order.
 //!
@@ -18,11 +19,11 @@
 //! the path, the tile it falls in or the thread that runs it, so a row's result never
 //! depends on the rest of the batch: a prompt computed in one piece or token by token
 //! (after a cached prefix), or a sequence decoded alone or in a batch, gives bit-identical
-//! numbers. The VNNI, AVX2 and portable paths agree bit for bit on the 32-weight formats;
-//! on the K-quants the AVX2 and portable paths add in the *row order* (one exact integer
-//! per output and super-block, [`portable::tile_k_rows`]), which lets the AVX2 tile add
-//! several `vpmaddubsw` results before each scale multiply, and the AVX-512 paths in the
-//! *lane order* ([`portable::tile_k`]). One process runs one kernel family throughout.
+//! numbers. The VNNI, AVX2 and portable paths agree bit for bit: the 32-weight formats in
+//! the lane order of [`portable::tile`], the K-quants in the *row order* of
+//! [`portable::tile_k_rows`] (one exact integer per output and super-block), which lets the
+//! interleaved tiles add many products before each scale multiply and keep each weight
+//! row in a lane of its own.
 //!
 //! Adding a weight format = a [`formats::Format`] variant, its scalar decoder, its SIMD
 //! decoder, and its case in the register-decoding kernels.
@@ -93,7 +94,7 @@ use std::sync::{Arc, OnceLock};
 /// Which tile kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
-    /// AVX-512 VNNI on 256-bit registers (plus AVX2 decoders).
+    /// AVX-512 VNNI (plus AVX2 decoders).
     Vnni,
     /// AVX2 + FMA.
     Avx2,
@@ -464,46 +465,48 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 });
             }
             #[cfg(target_arch = "x86_64")]
-            if isa == Isa::Avx2 {
-                // Below 16 rows the interleaved tile's decoding and repacking is not paid
-                // back (measured 14–19 GMAC/s at 5–8 rows against 26 for groups of four).
+            if isa != Isa::Portable {
+                // Below 16 rows the interleaved tiles' decoding and repacking is not paid
+                // back (AVX2: 14–19 GMAC/s at 5–8 rows against 26 for groups of four).
                 if q.m < 4 * SMALL_BATCH {
                     return gemv(w, q.m, y, |j, r0, out| {
                         small_batch_column(isa, w, x, j, r0, out)
                     });
                 }
-                return drive_k8(w, q, y);
+                return if isa == Isa::Vnni {
+                    drive_k16(w, q, y)
+                } else {
+                    drive_k8(w, q, y)
+                };
             }
             drive(
                 w,
                 q.m,
                 y,
-                2, // 4 × 4 K tiles measured slower (register pressure)
+                2,
                 || DecodedRowK::new(w.cols),
                 |j, row| decode_k(isa, w.format, w.row_bytes(j), row),
                 |rows, jn, r0, r1, j, y| {
                     let (o, min) = (w.format.offset(), w.format.has_min());
                     let wr = |i: usize| &rows[i.min(jn - 1)];
-                    macro_rules! go {
-                        ($j:literal) => {{
-                            let wj = std::array::from_fn::<_, $j, _>(wr);
-                            // SAFETY: as in `dispatch_rows`.
-                            unsafe {
-                                match isa {
-                                    #[cfg(target_arch = "x86_64")]
-                                    Isa::Vnni => {
-                                        x86::rows_k_zmm::<$j>(wj, q, r0, r1, o, min, y, w.rows, j)
-                                    }
-                                    _ => portable::rows_k_rows::<$j>(
-                                        wj, q, r0, r1, o, min, y, w.rows, j,
-                                    ),
-                                }
+                    // SAFETY: as in `dispatch_rows`.
+                    unsafe {
+                        match jn {
+                            2 => portable::rows_k_rows::<2>(
+                                std::array::from_fn(wr),
+                                q,
+                                r0,
+                                r1,
+                                o,
+                                min,
+                                y,
+                                w.rows,
+                                j,
+                            ),
+                            _ => {
+                                portable::rows_k_rows::<1>([wr(0)], q, r0, r1, o, min, y, w.rows, j)
                             }
-                        }};
-                    }
-                    match jn {
-                        2 => go!(2),
-                        _ => go!(1),
+                        }
                     }
                 },
             )
@@ -511,64 +514,142 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
     }
 }
 
-/// The AVX2 K-quant product for more than [`SMALL_BATCH`] rows: like [`drive`], but weight
-/// rows go eight at a time through [`x86::InterleavedK8`] into [`x86::tile_k8_avx2`].
+/// The AVX2 K-quant product for more than [`SMALL_BATCH`] rows: weight rows go eight at a
+/// time through [`x86::InterleavedK8`] into [`x86::tile_k8_avx2`], four activation rows at
+/// a time.
 #[cfg(target_arch = "x86_64")]
 fn drive_k8(w: &QuantMatrix, q: &QuantizedRowsK, y: &mut [f32]) {
+    let (o, min) = (w.format.offset(), w.format.has_min());
+    let q4k = w.format == Format::Q4K;
+    drive_interleaved::<8, _>(
+        w,
+        q,
+        y,
+        &[4, 3, 2, 1],
+        x86::InterleavedK8::new,
+        |il, rows| il.fill(rows),
+        |il, rows, r, rr, dst, n, jn| {
+            macro_rules! go {
+                ($rr:literal) => {{
+                    let mut t = [[0.0f32; 8]; $rr];
+                    // SAFETY: `Isa::Avx2` is only chosen after detecting AVX2/FMA/F16C.
+                    unsafe {
+                        if q4k {
+                            x86::tile_k8_avx2::<$rr, 8>(il, rows, q, r, o, min, &mut t)
+                        } else {
+                            x86::tile_k8_avx2::<$rr, 2>(il, rows, q, r, o, min, &mut t)
+                        }
+                    }
+                    for (ri, tr) in t.iter().enumerate() {
+                        // SAFETY: as `drive_interleaved` promises for `dst`.
+                        unsafe { std::ptr::copy_nonoverlapping(tr.as_ptr(), dst.add(ri * n), jn) };
+                    }
+                }};
+            }
+            match rr {
+                4 => go!(4),
+                3 => go!(3),
+                2 => go!(2),
+                _ => go!(1),
+            }
+        },
+    )
+}
+
+/// The AVX-512 K-quant product for more than [`SMALL_BATCH`] rows: weight rows go sixteen
+/// at a time through [`x86::InterleavedK16`] into [`x86::tile_k16_zmm`], up to eight
+/// activation rows at a time (32 registers hold eight rows' three accumulators).
+#[cfg(target_arch = "x86_64")]
+fn drive_k16(w: &QuantMatrix, q: &QuantizedRowsK, y: &mut [f32]) {
+    let (o, min) = (w.format.offset(), w.format.has_min());
+    let q4k = w.format == Format::Q4K;
+    drive_interleaved::<16, _>(
+        w,
+        q,
+        y,
+        &[8, 4, 2, 1],
+        x86::InterleavedK16::new,
+        // SAFETY: `Isa::Vnni` is only chosen after detecting AVX-512 F/BW/VL/VNNI.
+        |il, rows| unsafe { il.fill(rows) },
+        |il, _, r, rr, dst, n, jn| {
+            macro_rules! go {
+                ($rr:literal) => {{
+                    // SAFETY: `Isa::Vnni` is only chosen after detecting AVX-512 F/BW/VL/VNNI;
+                    // `dst` as `drive_interleaved` promises.
+                    unsafe {
+                        if q4k {
+                            x86::tile_k16_zmm::<$rr, 8>(il, q, r, o, min, dst, n, jn)
+                        } else {
+                            x86::tile_k16_zmm::<$rr, 4>(il, q, r, o, min, dst, n, jn)
+                        }
+                    }
+                }};
+            }
+            match rr {
+                8 => go!(8),
+                4 => go!(4),
+                2 => go!(2),
+                _ => go!(1),
+            }
+        },
+    )
+}
+
+/// Activation rows per pass of the interleaved K-quant tiles: their weight rows are decoded
+/// and interleaved once per pass, which costs more than a plain decode, so the pass is
+/// longer than [`rows_per_pass`]'s L2-sized one even where its activations then stream
+/// from L3 (a 1.5B `ffn_down`, 8960 wide: 4.6 MB). Measured on the 1.5B's Q6_K `ffn_down`
+/// (AMD EPYC Zen 4, 512 rows): 154 → 241 GMAC/s on AVX-512, 106 → 169 on AVX2; its Q4_K
+/// `ffn_up` (1536 wide, where 300 rows already fit) unchanged.
+#[cfg(target_arch = "x86_64")]
+const INTERLEAVED_PASS: usize = 512;
+
+/// The loop nest of the interleaved K-quant tiles: column chunks in parallel; within a
+/// chunk, passes over the activation rows; within a pass, `N` weight rows decoded and
+/// interleaved at a time and multiplied with activation rows in steps of the largest of
+/// `steps` that fits: `tile(il, rows, r, count, dst, n, jn)` writes rows `r..r + count`
+/// of the group's `jn` columns, row `i` at `dst + i · n` (`dst` points at `y[r · n + j]`,
+/// inside `y`, in columns that belong to the calling task alone).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn drive_interleaved<const N: usize, Il>(
+    w: &QuantMatrix,
+    q: &QuantizedRowsK,
+    y: &mut [f32],
+    steps: &[usize],
+    new: impl Fn(usize) -> Il + Sync,
+    fill: impl Fn(&mut Il, &[DecodedRowK; N]) + Sync,
+    tile: impl Fn(&Il, &[DecodedRowK; N], usize, usize, *mut f32, usize, usize) + Sync,
+) {
     let (n, k, m) = (w.rows, w.cols, q.m);
     let tasks = rayon::current_num_threads().max(1) * 4;
-    let chunk = n.div_ceil(tasks).next_multiple_of(8);
-    let pass = rows_per_pass(k);
-    let (o, min) = (w.format.offset(), w.format.has_min());
+    let chunk = n.div_ceil(tasks).next_multiple_of(N);
+    let pass = INTERLEAVED_PASS;
     let out = OutPtr(y.as_mut_ptr());
     (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
         let out = &out;
         let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
         // Rows past the end of the matrix keep whatever they last held: their outputs are
         // not written.
-        let mut rows: [DecodedRowK; 8] = std::array::from_fn(|_| DecodedRowK::new(k));
-        let mut il = x86::InterleavedK8::new(k);
+        let mut rows: [DecodedRowK; N] = std::array::from_fn(|_| DecodedRowK::new(k));
+        let mut il = new(k);
         for t0 in (0..m).step_by(pass) {
             let t1 = (t0 + pass).min(m);
-            for j in (j0..j1).step_by(8) {
-                let jn = (j1 - j).min(8);
+            for j in (j0..j1).step_by(N) {
+                let jn = (j1 - j).min(N);
                 for (i, row) in rows.iter_mut().enumerate().take(jn) {
                     decode_k(Isa::Avx2, w.format, w.row_bytes(j + i), row);
                 }
-                il.fill(&rows);
-                prefetch_rows(w, j + jn, (j + 16).min(j1));
+                fill(&mut il, &rows);
+                prefetch_rows(w, j + jn, (j + 2 * N).min(j1));
                 let mut r = t0;
-                macro_rules! step {
-                    ($rr:literal) => {{
-                        let mut t = [[0.0f32; 8]; $rr];
-                        // SAFETY: `Isa::Avx2` is only chosen after detecting AVX2/FMA/F16C.
-                        unsafe {
-                            if w.format == Format::Q4K {
-                                x86::tile_k8_avx2::<$rr, 8>(&il, &rows, q, r, o, min, &mut t)
-                            } else {
-                                x86::tile_k8_avx2::<$rr, 2>(&il, &rows, q, r, o, min, &mut t)
-                            }
-                        }
-                        for (ri, tr) in t.iter().enumerate() {
-                            for (ji, v) in tr.iter().enumerate().take(jn) {
-                                // SAFETY: (r + ri, j + ji) is inside y, and columns
-                                // j0..j1 belong to this task alone.
-                                unsafe { *out.0.add((r + ri) * n + j + ji) = *v };
-                            }
-                        }
-                        r += $rr;
-                    }};
+                while r < t1 {
+                    let rr = *steps.iter().find(|&&s| s <= t1 - r).unwrap_or(&1);
+                    // SAFETY: (r.., j..j + jn) is inside y, and columns j0..j1 belong to
+                    // this task alone.
+                    tile(&il, &rows, r, rr, unsafe { out.0.add(r * n + j) }, n, jn);
+                    r += rr;
                 }
-                while r + 4 <= t1 {
-                    step!(4);
-                }
-                match t1 - r {
-                    3 => step!(3),
-                    2 => step!(2),
-                    1 => step!(1),
-                    _ => {}
-                }
-                let _ = r;
             }
         }
     });

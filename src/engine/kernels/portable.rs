@@ -2,9 +2,8 @@
 //! arithmetic the SIMD kernels must reproduce bit for bit (same integer lane sums, same
 //! fused multiply-adds in the same order, same horizontal sum). For the 32-weight formats
 //! that order is: lane `l` of block `b` goes into accumulator `b % 2`, lane `l`; the two
-//! accumulators are added lane by lane, then summed by [`hsum`]. The K-quants have two
-//! orders: the lane order of [`tile_k`] (AVX-512) and the row order of [`tile_k_rows`]
-//! (AVX2, and this fallback).
+//! accumulators are added lane by lane, then summed by [`hsum`]. The K-quants add in the
+//! row order of [`tile_k_rows`].
 
 use super::activations::{QuantizedRows, QuantizedRowsK};
 use super::formats::{min_len, DecodedRow, DecodedRowK, BLOCK, LANES};
@@ -80,68 +79,10 @@ pub fn tile<const R: usize, const J: usize>(
     }
 }
 
-/// Dot products for K-quant rows: per super-block, exact integer sums of
-/// `scale · u · q` (pairs of products, as `vpmaddubsw` + `vpmaddwd` form them) for the even
-/// and the odd blocks apart, the offset removed from the even sums with the activations'
-/// 16-value group sums, then one fused multiply-add by `d · dx` per lane into an even and
-/// an odd accumulator (added lane by lane at the end, then [`hsum`]); Q4_K's minimum term
-/// ([`min_term_k`], `with_min`) is subtracted last.
-pub fn tile_k<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
-    x: &QuantizedRowsK,
-    r0: usize,
-    o: u32,
-    with_min: bool,
-    out: &mut [[f32; J]; R],
-) {
-    let k = x.k;
-    let nsb = k / 256;
-    for (r, out_r) in out.iter_mut().enumerate() {
-        let xr = r0 + r;
-        for (j, out_rj) in out_r.iter_mut().enumerate() {
-            let wj = w[j];
-            let mut acc = [[0.0f32; LANES]; 2];
-            for sb in 0..nsb {
-                let mut isum = [[0i32; LANES]; 2];
-                for blk in 0..8 {
-                    let base = sb * 256 + blk * BLOCK;
-                    for (l, s) in isum[blk % 2].iter_mut().enumerate() {
-                        for pair in 0..2 {
-                            let p = 2 * l + pair;
-                            let e = base + 2 * p;
-                            let prod = wj.u[e] as i32 * x.qs[xr * k + e] as i32
-                                + wj.u[e + 1] as i32 * x.qs[xr * k + e + 1] as i32;
-                            *s += prod * wj.sc[base / 2 + p] as i32;
-                        }
-                    }
-                }
-                let dx = x.d[xr * nsb + sb];
-                let dd = wj.d[sb] * dx;
-                let gs = &x.group_sums[(xr * k + sb * 256) / 16..][..16];
-                let corr = &wj.corr[sb * 16..sb * 16 + 16];
-                for l in 0..LANES {
-                    let c = gs[2 * l] as i32 * corr[2 * l] as i32
-                        + gs[2 * l + 1] as i32 * corr[2 * l + 1] as i32;
-                    let even = isum[0][l] - o as i32 * c;
-                    acc[0][l] = (even as f32).mul_add(dd, acc[0][l]);
-                    acc[1][l] = (isum[1][l] as f32).mul_add(dd, acc[1][l]);
-                }
-            }
-            let lanes: [f32; LANES] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
-            let mut y = hsum(&lanes);
-            if with_min {
-                y -= min_term_k(wj, x, xr);
-            }
-            *out_rj = y;
-        }
-    }
-}
-
-/// Dot products for K-quant rows in the *row order* (the AVX2 and portable paths; the
-/// AVX-512 paths keep [`tile_k`]'s lane order): per super-block one exact integer,
-/// `Σ scale · (u − o) · q` over its 256 weights, converted to f32 and fused-multiply-added
-/// by `d · dx` into one accumulator per output, super-block after super-block; Q4_K's
-/// minimum term ([`min_term_k`]) is subtracted last. Any grouping of the integer sum gives
+/// Dot products for K-quant rows in the *row order* (every path): per super-block one
+/// exact integer, `Σ scale · (u − o) · q` over its 256 weights, converted to f32 and
+/// fused-multiply-added by `d · dx` into one accumulator per output, super-block after
+/// super-block; Q4_K's minimum term ([`min_term_k`]) is subtracted last. Any grouping of the integer sum gives
 /// the same bits, so a kernel may add its products in whatever order its instructions
 /// favour.
 pub fn tile_k_rows<const R: usize, const J: usize>(
@@ -177,5 +118,4 @@ pub fn tile_k_rows<const R: usize, const J: usize>(
 
 // Row loops over the portable tiles (the macro is shared with `x86`, see `super`).
 row_loop!(rows, tile, DecodedRow, QuantizedRows,);
-row_loop!(rows_k, tile_k, DecodedRowK, QuantizedRowsK,);
 row_loop!(rows_k_rows, tile_k_rows, DecodedRowK, QuantizedRowsK,);

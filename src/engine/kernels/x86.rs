@@ -3,9 +3,8 @@
 //! `vpmaddubsw` + `vpmaddwd`); kernels that decode the weights in registers for one to four
 //! rows; and the row loops that drive the tiles. All compute the same exact integers as
 //! [`super::portable`] and then the same f32 operations in the same order, so every path
-//! agrees bit for bit with the portable kernel of its order (tested): the lane order for
-//! the 32-weight formats and for the AVX-512 K-quant paths, the row order
-//! ([`super::portable::tile_k_rows`]) for the AVX2 K-quant paths.
+//! agrees bit for bit with the portable kernel (tested): the lane order for the 32-weight
+//! formats, the row order ([`super::portable::tile_k_rows`]) for the K-quants.
 
 // The tiles index several parallel arrays (accumulators, weights, rows) by `r` and `j`.
 #![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
@@ -101,16 +100,6 @@ pub unsafe fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]
     let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
     let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
     (d, _mm_cvtsi128_si32(s1))
-}
-
-/// Sum of eight 32-bit integers (exact in any order).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_i32(v: __m256i) -> i32 {
-    let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b01));
-    _mm_cvtsi128_si32(s1)
 }
 
 /// Horizontal sum in the order of [`super::portable::hsum`].
@@ -382,6 +371,28 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
     finish(&sum, w, x, r0, with_min, out);
 }
 
+/// Lane `r` of the result: the sum of the eight 32-bit lanes of `v[r]` (exact in any
+/// order).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_i32_x4(v: [__m256i; 4]) -> __m128i {
+    // Per 128-bit half, lane r: the half's sum of v[r]; then the halves added.
+    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
+}
+
+/// The sums of the eight 32-bit lanes of `a` and of `b` (exact in any order), converted to
+/// f32 (as `i as f32` rounds), without leaving the vector registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_pair_f32(a: __m256i, b: __m256i) -> (f32, f32) {
+    // [a01 a23 b01 b23 | a45 a67 b45 b67] → [a0145 a2367 b0145 b2367] → [a b a b].
+    let h = _mm256_hadd_epi32(a, b);
+    let q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    let f = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));
+    (_mm_cvtss_f32(f), _mm_cvtss_f32(_mm_movehdup_ps(f)))
+}
+
 /// Q4_K's minimum term with two 256-bit accumulators (lanes 0–7 and 8–15 of
 /// [`super::portable::min_term_k`]).
 #[inline]
@@ -397,42 +408,6 @@ unsafe fn min_term_k_avx2(mins: *const f32, x: &QuantizedRowsK, row: usize) -> f
         }
     }
     hsum(_mm256_add_ps(a[0], a[1]))
-}
-
-/// Q4_K's minimum terms of a whole `R × J` tile, one 512-bit accumulator each (lanes as
-/// in [`super::portable::min_term_k`]), all advanced together so their chains overlap.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn min_terms_k_zmm<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
-    x: &QuantizedRowsK,
-    r0: usize,
-) -> [[f32; J]; R] {
-    let n = super::formats::min_len(x.k);
-    let mut a = [[_mm512_setzero_ps(); J]; R];
-    for c in (0..n).step_by(16) {
-        let mut m = [_mm512_setzero_ps(); J];
-        for j in 0..J {
-            m[j] = _mm512_loadu_ps(w[j].mins.as_ptr().add(c));
-        }
-        for (r, a) in a.iter_mut().enumerate() {
-            let s = _mm512_loadu_ps(x.block_sums.as_ptr().add((r0 + r) * n + c));
-            for j in 0..J {
-                a[j] = _mm512_fmadd_ps(m[j], s, a[j]);
-            }
-        }
-    }
-    let mut out = [[0.0f32; J]; R];
-    for r in 0..R {
-        for j in 0..J {
-            let v = a[r][j];
-            out[r][j] = hsum(_mm256_add_ps(
-                _mm512_castps512_ps256(v),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)),
-            ));
-        }
-    }
-    out
 }
 
 /// `acc + Σ pairs a·b` (`vpdpwssd`) as one instruction. Written as inline assembly because
@@ -668,10 +643,206 @@ pub unsafe fn tile_k8_avx2<const R: usize, const G: usize>(
     }
 }
 
+/// Sixteen K-quant weight rows interleaved for [`tile_k16_zmm`]: four weights of each row
+/// in turn, so one 512-bit register holds weights `4g..4g+4` of a block for all sixteen
+/// rows and `vpdpbusd` adds each row's four products into that row's own 32-bit lane.
+pub struct InterleavedK16 {
+    /// Per block, per group of four weights `g`, per row: the four values (`16 · k` bytes).
+    u: Vec<u8>,
+    /// Per block and half block (16 weights), per row: its scale.
+    sc: Vec<i32>,
+    /// Per super-block, per row: `d`.
+    d: Vec<f32>,
+    /// Per super-block, per pair of 16-weight groups `p`, per row: the two group terms
+    /// (`corr[2p]`, `corr[2p + 1]`).
+    corr: Vec<i16>,
+    /// Per entry `i` of [`super::formats::min_len`], per row: Q4_K's minimum `mins[i]`.
+    mins: Vec<f32>,
+}
+
+impl InterleavedK16 {
+    /// Storage for rows of `k` weights.
+    pub fn new(k: usize) -> Self {
+        Self {
+            u: vec![0; 16 * k],
+            sc: vec![0; k / 32 * 2 * 16],
+            d: vec![0.0; k / 256 * 16],
+            corr: vec![0; k / 256 * 8 * 32],
+            mins: vec![0.0; super::formats::min_len(k) * 16],
+        }
+    }
+
+    /// Interleave sixteen decoded rows (the values by 16 × 16 transposes of 32-bit groups).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn fill(&mut self, rows: &[DecodedRowK; 16]) {
+        let k = rows[0].u.len();
+        // Sixteen groups of four values of each row in, sixteen rows of one group out.
+        for t0 in (0..k / 4).step_by(16) {
+            let a: [__m512i; 16] = std::array::from_fn(|j| {
+                _mm512_loadu_si512(rows[j].u.as_ptr().add(t0 * 4) as *const _)
+            });
+            for (g, v) in transpose_16x16(a).into_iter().enumerate() {
+                _mm512_storeu_si512(self.u.as_mut_ptr().add((t0 + g) * 64) as *mut _, v);
+            }
+        }
+        for (j, row) in rows.iter().enumerate() {
+            // One scale per 16 weights: `sc` holds one per pair.
+            for (h, s) in row.sc.iter().step_by(8).enumerate() {
+                *self.sc.get_unchecked_mut(h * 16 + j) = *s as i32;
+            }
+            for (sb, d) in row.d.iter().enumerate() {
+                *self.d.get_unchecked_mut(sb * 16 + j) = *d;
+            }
+            for (p, pair) in row.corr.chunks_exact(2).enumerate() {
+                let dst = (p * 16 + j) * 2;
+                *self.corr.get_unchecked_mut(dst) = pair[0];
+                *self.corr.get_unchecked_mut(dst + 1) = pair[1];
+            }
+            for (i, m) in row.mins.iter().enumerate() {
+                *self.mins.get_unchecked_mut(i * 16 + j) = *m;
+            }
+        }
+    }
+}
+
+/// Transpose a 16 × 16 matrix of 32-bit elements: element `g` of `a[j]` becomes element
+/// `j` of the result's `g`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_16x16(a: [__m512i; 16]) -> [__m512i; 16] {
+    // Within each 128-bit lane: pairs of rows, then quads (c[4i + e], lane L: rows
+    // 4i..4i+4 of group 4L + e).
+    let b: [__m512i; 16] = std::array::from_fn(|x| {
+        let i = x / 2;
+        if x % 2 == 0 {
+            _mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1])
+        } else {
+            _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1])
+        }
+    });
+    let c: [__m512i; 16] = std::array::from_fn(|x| {
+        let (i, e) = (x / 4, x % 4);
+        let (p, q) = (b[4 * i + e / 2], b[4 * i + 2 + e / 2]);
+        if e % 2 == 0 {
+            _mm512_unpacklo_epi64(p, q)
+        } else {
+            _mm512_unpackhi_epi64(p, q)
+        }
+    });
+    // Then a 4 × 4 transpose of 128-bit lanes for each e: lane Q of out[4L + e] is lane L
+    // of c[4Q + e].
+    let mut out = [_mm512_setzero_si512(); 16];
+    for e in 0..4 {
+        let d0 = _mm512_shuffle_i32x4::<0x44>(c[e], c[4 + e]);
+        let d1 = _mm512_shuffle_i32x4::<0xEE>(c[e], c[4 + e]);
+        let d2 = _mm512_shuffle_i32x4::<0x44>(c[8 + e], c[12 + e]);
+        let d3 = _mm512_shuffle_i32x4::<0xEE>(c[8 + e], c[12 + e]);
+        out[e] = _mm512_shuffle_i32x4::<0x88>(d0, d2);
+        out[4 + e] = _mm512_shuffle_i32x4::<0xDD>(d0, d2);
+        out[8 + e] = _mm512_shuffle_i32x4::<0x88>(d1, d3);
+        out[12 + e] = _mm512_shuffle_i32x4::<0xDD>(d1, d3);
+    }
+    out
+}
+
+/// The K-quant tile on AVX-512 VNNI, in the row order of [`super::portable::tile_k_rows`]:
+/// activation rows `r0..r0+R` times sixteen interleaved weight rows. Each `vpdpbusd`
+/// multiplies four weights of every row by the same four activations (a broadcast) and adds
+/// them into the row's lane; the `4 · G` weights that share a scale (a Q4_K block, `G` = 8;
+/// half a Q6_K block, `G` = 4) are summed that way before one `vpmulld` by the rows'
+/// scales — about 1.1 (Q4_K) or 1.25 (Q6_K) multiplies per 64 products, against 2 for a
+/// `vpmaddubsw` + `vpdpwssd` pair — and lane `j` of the sum is row `j`'s exact integer per
+/// super-block, so no horizontal sum is needed. Q4_K's minimum term is computed sixteen
+/// rows at a time in the lane order of [`super::portable::min_term_k`]. Row `r` of the
+/// results goes to `y[r · n .. r · n + jn]` (`jn` ≤ 16: the weight rows that exist).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile_k16_zmm<const R: usize, const G: usize>(
+    w: &InterleavedK16,
+    x: &QuantizedRowsK,
+    r0: usize,
+    o: u32,
+    with_min: bool,
+    y: *mut f32,
+    n: usize,
+    jn: usize,
+) {
+    let k = x.k;
+    let nsb = k / 256;
+    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
+    let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
+    let mut acc = [_mm512_setzero_ps(); R];
+    for sb in 0..nsb {
+        let mut isum = [_mm512_setzero_si512(); R];
+        for b in sb * 8..sb * 8 + 8 {
+            for g0 in (0..8).step_by(G) {
+                let mut p = [_mm512_setzero_si512(); R];
+                for g in g0..g0 + G {
+                    let wv = _mm512_loadu_si512(w.u.as_ptr().add((b * 8 + g) * 64) as *const _);
+                    for r in 0..R {
+                        let q4 = (xq[r].add(b * BLOCK + 4 * g) as *const i32).read_unaligned();
+                        p[r] = _mm512_dpbusd_epi32(p[r], wv, _mm512_set1_epi32(q4));
+                    }
+                }
+                let sv = _mm512_loadu_si512(w.sc.as_ptr().add((b * 2 + g0 / 4) * 16) as *const _);
+                for r in 0..R {
+                    isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], sv));
+                }
+            }
+        }
+        if o != 0 {
+            for r in 0..R {
+                let gs = x.group_sums.as_ptr().add(((r0 + r) * k + sb * 256) / 16) as *const i32;
+                let mut c = _mm512_setzero_si512();
+                for p in 0..8 {
+                    let cv = _mm512_loadu_si512(w.corr.as_ptr().add((sb * 8 + p) * 32) as *const _);
+                    let g2 = _mm512_set1_epi32(gs.add(p).read_unaligned());
+                    c = _mm512_add_epi32(c, _mm512_madd_epi16(g2, cv));
+                }
+                isum[r] = _mm512_sub_epi32(isum[r], _mm512_sll_epi32(c, shift));
+            }
+        }
+        let dw = _mm512_loadu_ps(w.d.as_ptr().add(sb * 16));
+        for r in 0..R {
+            let dd = _mm512_mul_ps(dw, _mm512_set1_ps(*x.d.get_unchecked((r0 + r) * nsb + sb)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), dd, acc[r]);
+        }
+    }
+    for r in 0..R {
+        if with_min {
+            acc[r] = _mm512_sub_ps(acc[r], min_terms_k16(w, x, r0 + r));
+        }
+        _mm512_mask_storeu_ps(y.add(r * n), (1u32 << jn).wrapping_sub(1) as u16, acc[r]);
+    }
+}
+
+/// Q4_K's minimum terms of sixteen interleaved rows for activation row `row`, lane `j` for
+/// weight row `j`: sixteen accumulators stand for [`super::portable::min_term_k`]'s sixteen
+/// lanes, then its additions in its order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn min_terms_k16(w: &InterleavedK16, x: &QuantizedRowsK, row: usize) -> __m512 {
+    let n = super::formats::min_len(x.k);
+    let s = x.block_sums.as_ptr().add(row * n);
+    let mut a = [_mm512_setzero_ps(); 16];
+    for c in (0..n).step_by(16) {
+        for (l, a) in a.iter_mut().enumerate() {
+            let m = _mm512_loadu_ps(w.mins.as_ptr().add((c + l) * 16));
+            *a = _mm512_fmadd_ps(m, _mm512_set1_ps(*s.add(c + l)), *a);
+        }
+    }
+    let h: [__m512; 8] = std::array::from_fn(|l| _mm512_add_ps(a[l], a[l + 8]));
+    _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(h[0], h[4]), _mm512_add_ps(h[2], h[6])),
+        _mm512_add_ps(_mm512_add_ps(h[1], h[5]), _mm512_add_ps(h[3], h[7])),
+    )
+}
+
 /// One K-quant weight row (its stored bytes) times activation rows `r0..r0+R`, decoding
 /// in registers: the path for decoding (one to four rows), where a separate decode pass
-/// would cost as much as the product. Bit-identical to [`tile_k_zmm`] (AVX-512) or [`tile_k8_avx2`] (AVX2) for
-/// the same rows (integer sums are exact in any order, and the float steps are the same).
+/// would cost as much as the product. Bit-identical to [`tile_k16_zmm`] (AVX-512) or [`tile_k8_avx2`] (AVX2)
+/// for the same rows (integer sums are exact in any order, and the float steps are the same).
 #[inline(always)]
 unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     format: Format,
@@ -687,8 +858,12 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
     let lo4 = _mm256_set1_epi8(0x0F);
     let p = bytes.as_ptr();
     let xq: [*const i8; R] = std::array::from_fn(|r| x.qs.as_ptr().add((r0 + r) * k));
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    let mut row_acc = [0.0f32; R];
+    // Each row's sum: in lane `r` for several rows, else in `row_acc`, with the lane sums
+    // of an even super-block waiting for the next one (`pending`, `d_prev`).
+    let mut acc4 = _mm_setzero_ps();
+    let mut row_acc = 0.0f32;
+    let mut pending = _mm256_setzero_si256();
+    let mut d_prev = 0.0f32;
     // Q4_K's minimum term in the order of `super::portable::min_term_k`: lanes 0–7 take the
     // even super-blocks, 8–15 the odd ones.
     let mut accm = [[_mm256_setzero_ps(); 2]; R];
@@ -797,9 +972,8 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                 (f16_at(&bytes[base + 208..]), corr)
             }
         };
-        let dw = _mm256_set1_ps(d);
+        let mut v = [_mm256_setzero_si256(); R];
         for r in 0..R {
-            let dxs = *x.d.get_unchecked((r0 + r) * nsb + sb);
             let even = if o == 0 {
                 is[r][0]
             } else {
@@ -809,24 +983,54 @@ unsafe fn gemv_k_body<const R: usize, const VNNI: bool>(
                 let c = _mm256_madd_epi16(gs, corr);
                 _mm256_sub_epi32(is[r][0], _mm256_sll_epi32(c, shift))
             };
-            if VNNI {
-                let dd = _mm256_mul_ps(dw, _mm256_set1_ps(dxs));
-                acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(even), dd, acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), dd, acc[r][1]);
+            v[r] = _mm256_add_epi32(even, is[r][1]);
+        }
+        // The row order (see `super::portable::tile_k_rows`): one exact integer per
+        // super-block, added into the row's sum super-block after super-block. The lanes
+        // are summed for several rows at once (fewer shuffles than one by one): a single
+        // row pairs each even super-block with the next.
+        let dx = |r: usize, sb: usize| *x.d.get_unchecked((r0 + r) * nsb + sb);
+        if R > 1 {
+            let ints = _mm_cvtepi32_ps(hsum_i32_x4(std::array::from_fn(|r| {
+                if r < R {
+                    v[r]
+                } else {
+                    _mm256_setzero_si256()
+                }
+            })));
+            let dxs = _mm_setr_ps(
+                dx(0, sb),
+                dx(1.min(R - 1), sb),
+                dx(2.min(R - 1), sb),
+                dx(3.min(R - 1), sb),
+            );
+            acc4 = _mm_fmadd_ps(ints, _mm_mul_ps(_mm_set1_ps(d), dxs), acc4);
+        } else if sb % 2 == 0 && sb + 1 < nsb {
+            pending = v[0];
+        } else {
+            // Odd super-block count: the last one goes alone (its pair is zero).
+            let (a, b) = if sb % 2 == 0 {
+                (v[0], _mm256_setzero_si256())
             } else {
-                // The row order (see `super::portable::tile_k_rows`): one exact integer
-                // per super-block.
-                let i = hsum_i32(_mm256_add_epi32(even, is[r][1]));
-                row_acc[r] = (i as f32).mul_add(d * dxs, row_acc[r]);
+                (pending, v[0])
+            };
+            let (f0, f1) = hsum_pair_f32(a, b);
+            if sb % 2 == 0 {
+                row_acc = f0.mul_add(d * dx(0, sb), row_acc);
+            } else {
+                row_acc = f0.mul_add(d_prev * dx(0, sb - 1), row_acc);
+                row_acc = f1.mul_add(d * dx(0, sb), row_acc);
             }
         }
+        d_prev = d;
+    }
+    let mut sums = [0.0f32; 4];
+    _mm_storeu_ps(sums.as_mut_ptr(), acc4);
+    if R == 1 {
+        sums[0] = row_acc;
     }
     std::array::from_fn(|r| {
-        let mut y = if VNNI {
-            hsum(_mm256_add_ps(acc[r][0], acc[r][1]))
-        } else {
-            row_acc[r]
-        };
+        let mut y = sums[r];
         if with_min {
             // The zero padding of an odd super-block count adds 0·0 to the odd lanes,
             // which leaves them unchanged: nothing to replay here.
@@ -987,95 +1191,6 @@ register_path!(
     gemv_blocks_avx2
 );
 
-/// The K-quant tile on 512-bit registers: two 32-weight blocks per instruction. Integer
-/// sums are exact in any grouping and the float steps are the same, so the results are
-/// bit-identical to [`super::portable::tile_k`] (tested); it only issues half the instructions.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub unsafe fn tile_k_zmm<const R: usize, const J: usize>(
-    w: [&DecodedRowK; J],
-    x: &QuantizedRowsK,
-    r0: usize,
-    o: u32,
-    with_min: bool,
-    out: &mut [[f32; J]; R],
-) {
-    let k = x.k;
-    let nsb = k / 256;
-    let shift = _mm_cvtsi32_si128(o.trailing_zeros() as i32);
-    // Lanes 0–7: even blocks, 8–15: odd blocks (the canonical order).
-    let mut acc = [[_mm512_setzero_ps(); J]; R];
-    for sb in 0..nsb {
-        let mut isum = [[_mm512_setzero_si512(); J]; R];
-        for pair in 0..4 {
-            let b = sb * 8 + pair * 2;
-            let mut u = [_mm512_setzero_si512(); J];
-            let mut sc = [_mm512_setzero_si512(); J];
-            for j in 0..J {
-                u[j] = _mm512_loadu_si512(w[j].u.as_ptr().add(b * BLOCK) as *const _);
-                sc[j] = _mm512_loadu_si512(w[j].sc.as_ptr().add(b * 16) as *const _);
-            }
-            for r in 0..R {
-                let q = _mm512_loadu_si512(x.qs.as_ptr().add((r0 + r) * k + b * BLOCK) as *const _);
-                for j in 0..J {
-                    let p = _mm512_maddubs_epi16(u[j], q);
-                    isum[r][j] = dpwssd512(isum[r][j], p, sc[j]);
-                }
-            }
-        }
-        let mut corr = [_mm256_setzero_si256(); J];
-        let mut dw = [_mm512_setzero_ps(); J];
-        for j in 0..J {
-            if o != 0 {
-                corr[j] = _mm256_loadu_si256(w[j].corr.as_ptr().add(sb * 16) as *const __m256i);
-            }
-            dw[j] = _mm512_set1_ps(*w[j].d.get_unchecked(sb));
-        }
-        for r in 0..R {
-            let xr = r0 + r;
-            let gs = if o != 0 {
-                _mm256_loadu_si256(
-                    x.group_sums.as_ptr().add((xr * k + sb * 256) / 16) as *const __m256i
-                )
-            } else {
-                _mm256_setzero_si256()
-            };
-            let dx = _mm512_set1_ps(*x.d.get_unchecked(xr * nsb + sb));
-            for j in 0..J {
-                let s = if o == 0 {
-                    isum[r][j]
-                } else {
-                    let c = _mm256_madd_epi16(gs, corr[j]);
-                    _mm512_sub_epi32(
-                        isum[r][j],
-                        _mm512_zextsi256_si512(_mm256_sll_epi32(c, shift)),
-                    )
-                };
-                let dd = _mm512_mul_ps(dw[j], dx);
-                acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd, acc[r][j]);
-            }
-        }
-    }
-    let mins = if with_min {
-        min_terms_k_zmm::<R, J>(w, x, r0)
-    } else {
-        [[0.0; J]; R]
-    };
-    for r in 0..R {
-        for j in 0..J {
-            let halves = _mm256_add_ps(
-                _mm512_castps512_ps256(acc[r][j]),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)),
-            );
-            let mut y = hsum(halves);
-            if with_min {
-                y -= mins[r][j];
-            }
-            out[r][j] = y;
-        }
-    }
-}
-
 row_loop!(
     rows_zmm,
     tile_zmm,
@@ -1089,11 +1204,4 @@ row_loop!(
     DecodedRow,
     QuantizedRows,
     #[target_feature(enable = "avx2,fma,f16c")]
-);
-row_loop!(
-    rows_k_zmm,
-    tile_k_zmm,
-    DecodedRowK,
-    QuantizedRowsK,
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 );
