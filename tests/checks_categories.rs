@@ -429,6 +429,26 @@ fn markup_balance() {
 }
 
 #[test]
+fn a_bold_span_the_translation_lost_is_a_warning() {
+    let src = "# Night\n\nThe keeper checks **three things** and **the lamp** every night.\n";
+    let markup = |tgt: &str| -> Vec<Finding> {
+        check_pair(src, tgt, &CheckContext::new("en", "zh-CN"))
+            .into_iter()
+            .filter(|f| f.category == Category::Markup)
+            .collect()
+    };
+    let lost = markup("# 夜晚\n\n守塔人每晚检查**三样东西**和灯。\n");
+    assert_eq!(lost.len(), 1, "{lost:#?}");
+    assert_eq!(lost[0].severity, Severity::Warning);
+    assert!(
+        lost[0].evidence.contains("1 of the source's 2 bold spans"),
+        "{}",
+        lost[0].evidence
+    );
+    assert!(markup("# 夜晚\n\n守塔人每晚检查**三样东西**和**灯**。\n").is_empty());
+}
+
+#[test]
 fn json_names_are_stable() {
     let f = findings_for(&fixture("zh-broken.md"));
     let report = Report::from_findings(f, 1);

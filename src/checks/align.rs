@@ -16,6 +16,8 @@ pub(crate) struct Segment {
     pub fine: bool,
     /// The unit the segment is, for unit-level checks.
     pub unit: Option<String>,
+    /// Bold spans in the source's and the translation's blocks.
+    pub bold: (usize, usize),
 }
 
 /// A diff operation between two sequences.
@@ -147,6 +149,10 @@ fn join(doc: &Doc, blocks: &[usize]) -> String {
     s
 }
 
+fn bold(doc: &Doc, blocks: &[usize]) -> usize {
+    blocks.iter().map(|&i| doc.blocks[i].bold).sum()
+}
+
 fn first_line(doc: &Doc, blocks: &[usize]) -> Option<usize> {
     blocks.first().map(|&i| doc.line(doc.blocks[i].range.start))
 }
@@ -195,6 +201,7 @@ pub(crate) fn segments(src: &Doc, tgt: &Doc) -> Vec<Segment> {
                 tgt_line: first_line(tgt, &b),
                 fine,
                 unit: None,
+                bold: (bold(src, &a), bold(tgt, &b)),
             });
         }
     }
@@ -213,6 +220,7 @@ pub(crate) fn segments(src: &Doc, tgt: &Doc) -> Vec<Segment> {
                 tgt_line: first_line(tgt, &[j]),
                 fine: true,
                 unit: None,
+                bold: (bold(src, &[i]), bold(tgt, &[j])),
             });
         }
     }
@@ -392,6 +400,7 @@ pub(crate) fn whole(src: &Doc, tgt: &Doc) -> Segment {
         tgt_line: None,
         fine: true,
         unit: None,
+        bold: (bold(src, &sb), bold(tgt, &tb)),
     }
 }
 

@@ -425,6 +425,24 @@ fn markup(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
             ),
         ));
     }
+    let (sbold, tbold) = seg.bold;
+    if seg.fine && tbold < sbold {
+        out.push(at(
+            seg,
+            ctx.finding(
+                Category::Markup,
+                Severity::Warning,
+                None,
+                None,
+                format!(
+                    "{} of the source's {sbold} bold spans not in the translation: {:?}",
+                    sbold - tbold,
+                    excerpt(&seg.tgt, 60)
+                ),
+                "Put ** around the words that translate each bold phrase of the source.",
+            ),
+        ));
+    }
     let sb = lang::bracket_balance(&seg.src);
     let tb = lang::bracket_balance(&seg.tgt);
     let mut bad = Vec::new();

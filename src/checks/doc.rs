@@ -65,6 +65,8 @@ pub(crate) struct Block {
     pub prose: String,
     /// The label, when the block is a footnote definition.
     pub footnote: Option<String>,
+    /// Bold (strong emphasis) spans in the block.
+    pub bold: usize,
 }
 
 /// What the checks need from one Markdown document.
@@ -131,6 +133,7 @@ impl Doc {
                             kind,
                             prose: String::new(),
                             footnote,
+                            bold: 0,
                         });
                     }
                     depth += 1;
@@ -184,6 +187,11 @@ impl Doc {
                                 if *d == depth {
                                     l.items += 1;
                                 }
+                            }
+                        }
+                        Tag::Strong => {
+                            if let Some(b) = doc.blocks.last_mut() {
+                                b.bold += 1;
                             }
                         }
                         Tag::FootnoteDefinition(label) => doc.footnote_defs.push(Item {
@@ -292,6 +300,7 @@ impl Doc {
                     kind: BlockKind::Other,
                     prose: String::new(),
                     footnote: None,
+                    bold: 0,
                 }),
                 _ => {}
             }

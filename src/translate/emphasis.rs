@@ -11,13 +11,14 @@
 //! bold span. The model's answers are stored in the translation memory, so a rerun asks
 //! nothing again.
 
+use super::line_pairs::{line_pairs, LinePair};
 use super::manager::Manager;
 use crate::engine::backend::{ChatBackend, ChatRequest};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::GenerationParams;
 use crate::glossary::Glossary;
 use crate::prompts::agents::{emphasis_prompt, AgentPrompt, PieceOf};
-use crate::units::{Unit, UnitKind};
+use crate::units::Unit;
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
 use pulldown_cmark::{Event, Options, Parser, Tag};
@@ -126,14 +127,6 @@ fn plausible(phrase: &str, reply: &str, target_lang: &str) -> bool {
     n > 0 && n <= 2 * phrase.chars().count() + 4 && script
 }
 
-/// One line of a unit that has lost bold spans.
-struct Line {
-    unit: usize,
-    line: usize,
-    source: String,
-    text: String,
-}
-
 /// The renderings the book itself gives: the glossary's targets and, from lines whose bold
 /// spans all survived, each bold phrase's bold rendering (keyed by the phrase in lower case).
 fn known_renderings(
@@ -172,34 +165,15 @@ pub(super) fn write_back(
     glossary: &Glossary,
 ) -> Result<Restored> {
     // Every line pair of the units that take part; those that lost emphasis.
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut short: Vec<Line> = Vec::new();
-    let flat: Vec<(usize, usize)> = units
+    let all = line_pairs(units, texts);
+    let pairs: Vec<(String, String)> = all
         .iter()
-        .enumerate()
-        .flat_map(|(ci, ch)| (0..ch.len()).map(move |ui| (ci, ui)))
+        .map(|p| (p.source.clone(), p.text.clone()))
         .collect();
-    for (k, &(ci, ui)) in flat.iter().enumerate() {
-        let (unit, Some(text)) = (&units[ci][ui], texts[ci][ui].as_ref()) else {
-            continue;
-        };
-        let src: Vec<&str> = unit.source.trim().lines().collect();
-        let tgt: Vec<&str> = text.trim().split('\n').collect();
-        if unit.kind != UnitKind::Translate || src.len() != tgt.len() {
-            continue;
-        }
-        for (li, (s, t)) in src.into_iter().zip(tgt).enumerate() {
-            pairs.push((s.to_string(), t.to_string()));
-            if bold_spans(t).len() < bold_spans(s).len() {
-                short.push(Line {
-                    unit: k,
-                    line: li,
-                    source: s.to_string(),
-                    text: t.to_string(),
-                });
-            }
-        }
-    }
+    let short: Vec<LinePair> = all
+        .into_iter()
+        .filter(|p| bold_spans(&p.text).len() < bold_spans(&p.source).len())
+        .collect();
     let mut done = Restored {
         lines: short.len(),
         ..Restored::default()
@@ -221,7 +195,7 @@ pub(super) fn write_back(
     let answers = ask(m, backend, &short, &asks, &mut done)?;
 
     // Write back, span by span, in source order, until the line has as many as its source.
-    let mut changed: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
+    let mut changed: BTreeMap<(usize, usize), Vec<(usize, String)>> = BTreeMap::new();
     for (li, l) in short.iter().enumerate() {
         let spans = bold_spans(&l.source);
         let mut text = l.text.clone();
@@ -245,8 +219,7 @@ pub(super) fn write_back(
             changed.entry(l.unit).or_default().push((l.line, text));
         }
     }
-    for (k, lines) in changed {
-        let (ci, ui) = flat[k];
+    for ((ci, ui), lines) in changed {
         let Some(old) = texts[ci][ui].as_ref() else {
             continue;
         };
@@ -281,7 +254,7 @@ fn candidates<'a>(
 fn ask(
     m: &mut Manager,
     backend: &mut dyn ChatBackend,
-    lines: &[Line],
+    lines: &[LinePair],
     asks: &[(usize, String)],
     done: &mut Restored,
 ) -> Result<BTreeMap<(usize, String), String>> {

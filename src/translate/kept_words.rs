@@ -10,10 +10,11 @@
 //! times as each line is missing it. A word needs at least [`MIN_LINES`] such lines, so a
 //! name translated once or twice (`Tesla` → `特斯拉`) stays as the model wrote it.
 
+use super::line_pairs::line_pairs;
 use super::typography::{non_latin_script, term_back, term_missing};
 use crate::glossary::Glossary;
 use crate::translate::glossary_agent::asks_rendering;
-use crate::units::{is_cjk, Unit, UnitKind};
+use crate::units::{is_cjk, Unit};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Fewest lines that must show the same word for a kept term before it is written back.
@@ -64,27 +65,9 @@ pub fn write_back(
         return Vec::new();
     }
     // Every line pair of the units that take part, and which unit it belongs to.
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut owners: Vec<(usize, usize)> = Vec::new();
-    for (ci, chapter) in units.iter().enumerate() {
-        for (ui, unit) in chapter.iter().enumerate() {
-            let Some(text) = texts[ci][ui].as_ref() else {
-                continue;
-            };
-            if unit.kind != UnitKind::Translate {
-                continue;
-            }
-            let src: Vec<&str> = unit.source.trim().lines().collect();
-            let tgt: Vec<&str> = text.trim().split('\n').collect();
-            if src.len() != tgt.len() {
-                continue;
-            }
-            for (s, t) in src.into_iter().zip(tgt) {
-                pairs.push((s.to_string(), t.to_string()));
-                owners.push((ci, ui));
-            }
-        }
-    }
+    let all = line_pairs(units, texts);
+    let owners: Vec<(usize, usize)> = all.iter().map(|p| p.unit).collect();
+    let mut pairs: Vec<(String, String)> = all.into_iter().map(|p| (p.source, p.text)).collect();
     let mut learned = Vec::new();
     let mut changed: BTreeSet<(usize, usize)> = BTreeSet::new();
     for term in terms {

@@ -19,6 +19,7 @@ pub(crate) mod expansions;
 pub mod glossary_agent;
 mod glossary_stage;
 mod kept_words;
+mod line_pairs;
 pub mod manager;
 pub mod passage;
 mod plan;
