@@ -410,38 +410,37 @@ fn repetition(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
 }
 
 fn markup(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
+    let mut warn = |evidence: String, action: &str| {
+        out.push(at(
+            seg,
+            ctx.finding(
+                Category::Markup,
+                Severity::Warning,
+                None,
+                None,
+                evidence,
+                action,
+            ),
+        ))
+    };
     let se = lang::literal_emphasis(&seg.src);
     let te = lang::literal_emphasis(&seg.tgt);
     if te > se {
-        out.push(at(
-            seg,
-            ctx.finding(
-                Category::Markup,
-                Severity::Warning,
-                None,
-                None,
-                format!("{} literal ** or __ shown as text (emphasis did not render): {:?}", te - se, excerpt(around(&seg.tgt, "**").unwrap_or(&seg.tgt), 60)),
-                "Balance the emphasis markers; next to CJK punctuation put the ** outside the quotes/brackets or add a space.",
-            ),
-        ));
+        warn(
+            format!("{} literal ** or __ shown as text (emphasis did not render): {:?}", te - se, excerpt(around(&seg.tgt, "**").unwrap_or(&seg.tgt), 60)),
+            "Balance the emphasis markers; next to CJK punctuation put the ** outside the quotes/brackets or add a space.",
+        );
     }
     let (sbold, tbold) = seg.bold;
     if seg.fine && tbold < sbold {
-        out.push(at(
-            seg,
-            ctx.finding(
-                Category::Markup,
-                Severity::Warning,
-                None,
-                None,
-                format!(
-                    "{} of the source's {sbold} bold spans not in the translation: {:?}",
-                    sbold - tbold,
-                    excerpt(&seg.tgt, 60)
-                ),
-                "Put ** around the words that translate each bold phrase of the source.",
+        warn(
+            format!(
+                "{} of the source's {sbold} bold spans not in the translation: {:?}",
+                sbold - tbold,
+                excerpt(&seg.tgt, 60)
             ),
-        ));
+            "Put ** around the words that translate each bold phrase of the source.",
+        );
     }
     let sb = lang::bracket_balance(&seg.src);
     let tb = lang::bracket_balance(&seg.tgt);
@@ -457,17 +456,10 @@ fn markup(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
         bad.push("odd number of \" quotes".to_string());
     }
     if !bad.is_empty() {
-        out.push(at(
-            seg,
-            ctx.finding(
-                Category::Markup,
-                Severity::Warning,
-                None,
-                None,
-                format!("unbalanced {}: {:?}", bad.join(", "), excerpt(&seg.tgt, 60)),
-                "Close every bracket and quote the source closes.",
-            ),
-        ));
+        warn(
+            format!("unbalanced {}: {:?}", bad.join(", "), excerpt(&seg.tgt, 60)),
+            "Close every bracket and quote the source closes.",
+        );
     }
 }
 
