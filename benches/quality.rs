@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
         skip_naive: std::env::var("QUIRE_BENCH_SKIP_NAIVE").is_ok_and(|v| v == "1"),
         house_terms: Default::default(),
+        term_originals: true,
         unit_tokens: env_usize("QUIRE_BENCH_UNIT_TOKENS").unwrap_or(300),
         target_lang: "zh-CN".to_string(),
     })?;

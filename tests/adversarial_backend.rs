@@ -2,7 +2,9 @@
 //! the run never panics. Generated Markdown books are translated through the real manager
 //! (glossary, scheduler, checks, fallback cascade, chapters, proofreading) with a stand-in
 //! backend that answers adversarially: placeholders dropped or repeated, fences and headings
-//! invented, lines merged or split, CRLF line endings, empty and huge replies.
+//! invented, lines merged or split, CRLF line endings, empty and huge replies. The stages
+//! that write into the finished translations (kept words, bold spans, the originals of
+//! introduced terms) run on every book.
 
 use proptest::prelude::*;
 use quire::book::load_book;
@@ -163,6 +165,8 @@ fn block() -> impl Strategy<Value = String> {
             "{w} See [the guide](https://example.com/guide) and **bold words** here."
         )),
         words.prop_map(|w| format!("{w} A note follows.[^n1]")),
+        // A term introduced in bold: its original is written after the translation.
+        words.prop_map(|w| format!("**Entity Disambiguation** is a task. {w}")),
         (words, words).prop_map(|(a, b)| format!("- {a}\n- {b}")),
         words.prop_map(|w| format!("> {w}\n>\n> Quoted again.")),
         (words, words).prop_map(|(a, b)| format!("| Name | Value |\n|---|---|\n| {a} | {b} |")),

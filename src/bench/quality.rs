@@ -64,6 +64,9 @@ pub struct QualityBenchOptions {
     pub skip_naive: bool,
     /// How Quire gives house terms to the model.
     pub house_terms: crate::translate::HouseTerms,
+    /// Quire writes a term's original at its first bold introduction (as `quire
+    /// translate`; `false`: `--no-term-originals`).
+    pub term_originals: bool,
     /// Quire's token budget per unit.
     pub unit_tokens: usize,
     /// Target language code (the source is English).
@@ -1041,6 +1044,7 @@ fn quire_chapter(
     args.model = Some(opts.model.display().to_string());
     args.quiet = true;
     args.house_terms = opts.house_terms;
+    args.no_term_originals = !opts.term_originals;
     args.unit_tokens = opts.unit_tokens;
     let topts = args.to_options()?;
     eprintln!(

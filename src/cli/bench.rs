@@ -105,6 +105,10 @@ pub struct QualityArgs {
     /// How Quire gives house terms to the model (as `quire translate --house-terms`).
     #[arg(long, value_enum, default_value = "inject")]
     pub house_terms: crate::translate::HouseTerms,
+    /// Quire does not write a term's original at its first bold introduction (as `quire
+    /// translate --no-term-originals`).
+    #[arg(long)]
+    pub no_term_originals: bool,
     /// Quire's token budget per unit (as `quire translate --unit-tokens`).
     #[arg(long, default_value_t = 300)]
     pub unit_tokens: usize,
@@ -296,6 +300,7 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         threads,
         skip_naive: a.skip_naive,
         house_terms: a.house_terms,
+        term_originals: !a.no_term_originals,
         unit_tokens: a.unit_tokens,
         target_lang: "zh-CN".to_string(),
     })?;

@@ -102,6 +102,10 @@ pub struct TranslateArgs {
     /// prompt and checked (prompt).
     #[arg(long, value_enum, default_value = "inject")]
     pub house_terms: crate::translate::HouseTerms,
+    /// Do not write a term's English original after its translation where a chapter
+    /// first introduces it in bold (`**实体消歧**（Entity Disambiguation）`).
+    #[arg(long)]
+    pub no_term_originals: bool,
     /// No progress bar; only the final summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -262,6 +266,7 @@ impl TranslateArgs {
             revisions: args.revisions,
             house_terms: args.house_terms,
             draft: args.draft,
+            term_originals: !args.no_term_originals,
         })
     }
 }

@@ -4,7 +4,9 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
-use super::{chapters, emphasis, glossary_stage, kept_words, review, run_report, scheduler};
+use super::{
+    chapters, emphasis, glossary_stage, kept_words, originals, review, run_report, scheduler,
+};
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
@@ -91,6 +93,9 @@ pub struct TranslateOptions {
     /// Draft model for speculative decoding: a model spec, `auto` or `none` (the book is
     /// the same either way).
     pub draft: String,
+    /// Write a term's original after its translation where a chapter first introduces it
+    /// in bold (`**实体消歧**（Entity Disambiguation）`).
+    pub term_originals: bool,
 }
 
 /// A unit's finished translation, stored in the translation memory.
@@ -488,6 +493,16 @@ fn stages(
             "emphasis: {} lines had lost bold spans, {} written back ({} asked)",
             bold.lines, bold.spans, bold.asked
         ));
+    }
+    //    The originals of the terms each chapter introduces in bold.
+    if opts.term_originals {
+        let n = originals::write_back(&plan.units, &mut done.texts, &ctx.target_lang);
+        if n > 0 {
+            let s = if n == 1 { "" } else { "s" };
+            m.log(format!(
+                "originals: {n} term{s} introduced in bold given the original"
+            ));
+        }
     }
     // 4. Chapters: finished units translated, the rest (if the run stopped) left in the source.
     let chapter_texts = chapters::write(&mut m, &done.texts)?;

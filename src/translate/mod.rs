@@ -10,7 +10,8 @@
 //!
 //! One file per stage, sequenced by [`manager::run`]: `plan` (units, glossary, guide,
 //! fingerprint) → `glossary_stage` → `scheduler` (translation, with `passage`'s checks and
-//! fallback cascade) → `kept_words` and `emphasis` (terms and bold spans written back) → `chapters` → `review` (proofreading) → `run_report` (`run.json`).
+//! fallback cascade) → `kept_words`, `emphasis` and `originals` (terms, bold spans and
+//! the originals of introduced terms written back) → `chapters` → `review` (proofreading) → `run_report` (`run.json`).
 
 mod chapters;
 pub mod checkpoint;
@@ -21,6 +22,7 @@ mod glossary_stage;
 mod kept_words;
 mod line_pairs;
 pub mod manager;
+mod originals;
 pub mod passage;
 mod plan;
 mod review;
