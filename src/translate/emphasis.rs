@@ -11,7 +11,7 @@
 //! bold span. The model's answers are stored in the translation memory, so a rerun asks
 //! nothing again.
 
-use super::line_pairs::{line_pairs, LinePair};
+use super::line_pairs::{line_pairs, set_lines, LinePair};
 use super::manager::Manager;
 use crate::engine::backend::{ChatBackend, ChatRequest};
 use crate::engine::constraint::Constraint;
@@ -219,18 +219,7 @@ pub(super) fn write_back(
             changed.entry(l.unit).or_default().push((l.line, text));
         }
     }
-    for ((ci, ui), lines) in changed {
-        let Some(old) = texts[ci][ui].as_ref() else {
-            continue;
-        };
-        let lead = &old[..old.len() - old.trim_start().len()];
-        let tail = &old[old.trim_end().len()..];
-        let mut body: Vec<String> = old.trim().split('\n').map(str::to_string).collect();
-        for (i, t) in lines {
-            body[i] = t;
-        }
-        texts[ci][ui] = Some(format!("{lead}{}{tail}", body.join("\n")));
-    }
+    set_lines(texts, changed);
     Ok(done)
 }
 

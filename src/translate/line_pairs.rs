@@ -5,6 +5,7 @@
 //! whose lines do not correspond is left out.
 
 use crate::units::{Unit, UnitKind};
+use std::collections::BTreeMap;
 
 /// One source line and the same line of its translation.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,21 +47,44 @@ pub(super) fn line_pairs(units: &[Vec<Unit>], texts: &[Vec<Option<String>>]) -> 
     pairs
 }
 
+/// Write repaired lines back into `texts`: for each unit (chapter and unit index), its
+/// changed lines as (line index in the trimmed text, new line), the text's leading and
+/// trailing whitespace kept.
+pub(super) fn set_lines(
+    texts: &mut [Vec<Option<String>>],
+    changed: BTreeMap<(usize, usize), Vec<(usize, String)>>,
+) {
+    for ((ci, ui), lines) in changed {
+        let Some(old) = texts[ci][ui].as_ref() else {
+            continue;
+        };
+        let lead = &old[..old.len() - old.trim_start().len()];
+        let tail = &old[old.trim_end().len()..];
+        let mut body: Vec<String> = old.trim().split('\n').map(str::to_string).collect();
+        for (i, t) in lines {
+            body[i] = t;
+        }
+        texts[ci][ui] = Some(format!("{lead}{}{tail}", body.join("\n")));
+    }
+}
+
+/// The units of a one-chapter book of `text` (for the tests of the stages over line pairs).
+#[cfg(test)]
+pub(super) fn test_units(text: &str) -> Vec<Unit> {
+    let ch = crate::book::Chapter {
+        rel_path: "c.md".into(),
+        text: text.to_string(),
+    };
+    crate::units::segment_chapter(&ch, 10_000, &crate::units::EstimateTokens).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::book::Chapter;
-    use crate::units::{segment_chapter, EstimateTokens};
 
     #[test]
     fn only_units_whose_lines_correspond_take_part() {
-        let chapter = |text: &str| {
-            let ch = Chapter {
-                rel_path: "c.md".into(),
-                text: text.to_string(),
-            };
-            segment_chapter(&ch, 10_000, &EstimateTokens).unwrap()
-        };
+        let chapter = test_units;
         // Lines that correspond, one line short, and a code block kept verbatim.
         let units = vec![
             chapter("One line.\nTwo lines.\n"),

@@ -8,7 +8,7 @@
 //! term. Deterministic: the model is not asked.
 
 use super::emphasis::bold_spans;
-use super::line_pairs::line_pairs;
+use super::line_pairs::{line_pairs, set_lines};
 use crate::units::Unit;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,36 +115,17 @@ pub(super) fn write_back(
             changed.entry(p.unit).or_default().push((p.line, line));
         }
     }
-    for ((ci, ui), lines) in changed {
-        let Some(old) = texts[ci][ui].as_ref() else {
-            continue;
-        };
-        let lead = &old[..old.len() - old.trim_start().len()];
-        let tail = &old[old.trim_end().len()..];
-        let mut body: Vec<String> = old.trim().split('\n').map(str::to_string).collect();
-        for (i, t) in lines {
-            body[i] = t;
-        }
-        texts[ci][ui] = Some(format!("{lead}{}{tail}", body.join("\n")));
-    }
+    set_lines(texts, changed);
     written
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::line_pairs::test_units as chapter;
     use super::*;
-    use crate::book::Chapter;
-    use crate::units::{segment_chapter, EstimateTokens};
 
     #[test]
     fn each_chapter_glosses_its_own_first_introduction() {
-        let chapter = |text: &str| {
-            let ch = Chapter {
-                rel_path: "c.md".into(),
-                text: text.to_string(),
-            };
-            segment_chapter(&ch, 10_000, &EstimateTokens).unwrap()
-        };
         let src = "**Late Chunking** splits late.\nThen **Late Chunking** again.\n";
         let zh = "**延迟分块**分得晚。\n然后又是**延迟分块**。\n";
         let units = vec![chapter(src), chapter(src)];
