@@ -9,6 +9,7 @@
 
 use super::emphasis::bold_spans;
 use super::line_pairs::{line_pairs, set_lines};
+use crate::checks::lang::{expected_script, script_of, Script};
 use crate::units::Unit;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +22,7 @@ const SMALL_WORDS: &[&str] = &[
 /// Whether a bold span's text names a term: one to five words of ASCII letters and
 /// hyphens, the first capitalised and the others capitalised or small words, not opening
 /// with an article and not a lone acronym (`RAG` stays as written; it needs no original).
-pub(super) fn names_term(inner: &str) -> bool {
+fn names_term(inner: &str) -> bool {
     let words: Vec<&str> = inner.split(' ').collect();
     let shaped = |w: &str| {
         !w.is_empty()
@@ -50,19 +51,25 @@ fn labelled_or_glossed(after: &str) -> bool {
     rest.starts_with([':', '：', '(', '（'])
 }
 
-/// Whether a translation's words are wholly translated: letters of another script, no
-/// ASCII letter.
-fn translated(words: &str) -> bool {
-    words.chars().any(|c| c.is_alphabetic() && !c.is_ascii())
-        && !words.chars().any(|c| c.is_ascii_alphabetic())
+/// Whether a translation's words are wholly translated: letters of the target's `script`,
+/// no Latin letter.
+fn translated(words: &str, script: Script) -> bool {
+    let scripts: Vec<Script> = words.chars().filter_map(script_of).collect();
+    scripts.contains(&script) && !scripts.contains(&Script::Latin)
 }
 
-/// `text` (the translation of `source`, one line) with the original written after each
-/// bold span of the source that introduces a term not yet `seen` in the chapter; `None`
+/// `text` (the translation of `source`, one line, in `script`) with the original written
+/// after each bold span of the source that introduces a term not yet `seen` in the chapter,
 /// and how many originals it got; `None` where nothing changes. Spans pair by position, so
 /// a line whose translation has another number of bold spans is left alone.
-fn gloss_line(source: &str, text: &str, seen: &mut BTreeSet<String>) -> Option<(String, usize)> {
+fn gloss_line(
+    source: &str,
+    text: &str,
+    script: Script,
+    seen: &mut BTreeSet<String>,
+) -> Option<(String, usize)> {
     let (sb, tb) = (bold_spans(source), bold_spans(text));
+    let lower = text.to_lowercase();
     let mut inserts: Vec<(usize, String)> = Vec::new();
     for (i, s) in sb.iter().enumerate() {
         let term = s.inner.trim();
@@ -76,9 +83,9 @@ fn gloss_line(source: &str, text: &str, seen: &mut BTreeSet<String>) -> Option<(
         let Some(t) = tb.get(i).filter(|_| sb.len() == tb.len()) else {
             continue;
         };
-        let already = text.to_lowercase().contains(&term.to_lowercase())
-            || text[t.range.end..].starts_with(['(', '（']);
-        if translated(&t.inner) && !already {
+        let already =
+            lower.contains(&term.to_lowercase()) || text[t.range.end..].starts_with(['(', '（']);
+        if translated(&t.inner, script) && !already {
             inserts.push((t.range.end, format!("（{term}）")));
         }
     }
@@ -105,12 +112,13 @@ pub(super) fn write_back(
     if !super::typography::non_latin_script(target_lang) {
         return 0;
     }
+    let script = expected_script(target_lang);
     let mut seen: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
     let mut changed: BTreeMap<(usize, usize), Vec<(usize, String)>> = BTreeMap::new();
     let mut written = 0;
     for p in line_pairs(units, texts) {
         let seen = seen.entry(p.unit.0).or_default();
-        if let Some((line, n)) = gloss_line(&p.source, &p.text, seen) {
+        if let Some((line, n)) = gloss_line(&p.source, &p.text, script, seen) {
             written += n;
             changed.entry(p.unit).or_default().push((p.line, line));
         }
@@ -168,22 +176,34 @@ mod tests {
     fn the_first_introduction_gets_its_original() {
         let mut seen = BTreeSet::new();
         let src = "We call it **Entity Disambiguation**, and it matters.";
-        let got = gloss_line(src, "我们称之为**实体消歧**，它很重要。", &mut seen)
-            .unwrap()
-            .0;
+        let got = gloss_line(
+            src,
+            "我们称之为**实体消歧**，它很重要。",
+            Script::Han,
+            &mut seen,
+        )
+        .unwrap()
+        .0;
         assert_eq!(
             got,
             "我们称之为**实体消歧**（Entity Disambiguation），它很重要。"
         );
         assert_eq!(bold_spans(&got).len(), 1);
         // Only once a chapter.
-        assert!(gloss_line(src, "我们称之为**实体消歧**，它很重要。", &mut seen).is_none());
+        assert!(gloss_line(
+            src,
+            "我们称之为**实体消歧**，它很重要。",
+            Script::Han,
+            &mut seen
+        )
+        .is_none());
     }
 
     #[test]
     fn labels_glossed_kept_unpaired_and_spelled_spans_are_left_alone() {
         let mut seen = BTreeSet::new();
-        let mut none = |s: &str, t: &str| assert!(gloss_line(s, t, &mut seen).is_none(), "{s}");
+        let mut none =
+            |s: &str, t: &str| assert!(gloss_line(s, t, Script::Han, &mut seen).is_none(), "{s}");
         none("**Fact Review**: check it.", "**事实审查**：检查。");
         none(
             "A **Vision Transformer** (ViT) sees.",
