@@ -115,7 +115,12 @@ impl BenchIsa {
                 on(cpu.avx512_bf16)
             ),
         };
-        format!("{isa} -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF")
+        // AMX off: Quire has no AMX kernels, and a VM that lists AMX without granting the
+        // tile state kills ggml's AMX path with SIGILL at the first matrix product.
+        format!(
+            "{isa} -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+             -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF"
+        )
     }
 
     /// The python of this choice's llama-cpp-python venv: for `native`, `native_python`
@@ -193,7 +198,11 @@ mod tests {
             .llama_cmake_args(ZEN3)
             .starts_with("-DGGML_NATIVE=ON"));
         for isa in [BenchIsa::Native, BenchIsa::Avx2, BenchIsa::Avx512] {
-            assert!(isa.llama_cmake_args(SERVER).contains("-DGGML_CUDA=OFF"));
+            let a = isa.llama_cmake_args(SERVER);
+            assert!(
+                a.contains("-DGGML_CUDA=OFF") && a.contains("-DGGML_AMX_TILE=OFF"),
+                "{a}"
+            );
         }
     }
 

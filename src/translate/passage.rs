@@ -18,6 +18,7 @@ use crate::units::skeleton::{Segment, Skeleton};
 use crate::units::verbatim;
 use crate::units::{TokenCount as _, Unit, PLACEHOLDER_RE};
 use anyhow::Result;
+use std::ops::Range;
 
 /// Builds the translation request for a passage (the model's text) and its token allowance.
 /// Builds the request that translates one passage, with the findings of an earlier
@@ -520,6 +521,14 @@ fn sub_segment(seg: &Segment, text: &str) -> Segment {
 /// Sentences of a line of prose: cut after `.`, `!`, `?` (or their full-width forms)
 /// followed by a space, never inside a placeholder.
 pub fn split_sentences(text: &str) -> Vec<String> {
+    sentence_ranges(text)
+        .into_iter()
+        .map(|r| text[r].trim().to_string())
+        .collect()
+}
+
+/// The byte ranges of [`split_sentences`]' sentences in `text` (untrimmed; at least one).
+pub fn sentence_ranges(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
     let chars: Vec<(usize, char)> = text.char_indices().collect();
@@ -527,16 +536,16 @@ pub fn split_sentences(text: &str) -> Vec<String> {
         let ((i, c), (j, next)) = (w[0], w[1]);
         let end = matches!(c, '.' | '!' | '?' | '。' | '！' | '？');
         let cut = end && (next == ' ' || matches!(c, '。' | '！' | '？'));
-        if cut && text[start..=i].trim().len() > 1 {
-            out.push(text[start..j].trim().to_string());
+        if cut && text[start..i + c.len_utf8()].trim().len() > 1 {
+            out.push(start..j);
             start = j;
         }
     }
     if start < text.len() && !text[start..].trim().is_empty() {
-        out.push(text[start..].trim().to_string());
+        out.push(start..text.len());
     }
     if out.is_empty() {
-        out.push(text.trim().to_string());
+        out.push(0..text.len());
     }
     out
 }
@@ -645,6 +654,15 @@ mod tests {
             vec!["Use {{1}} first.", "Then run it!", "Done?"]
         );
         assert_eq!(split_sentences("v1.5 is out"), vec!["v1.5 is out"]);
+        // Full-width ends cut without a space; the ranges cover the line.
+        let zh = "先缓存。再复用！A 句. 完";
+        assert_eq!(
+            split_sentences(zh),
+            vec!["先缓存。", "再复用！", "A 句.", "完"]
+        );
+        let r = sentence_ranges(zh);
+        assert_eq!((r[0].start, r[3].end), (0, zh.len()));
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
         assert_eq!(
             join_sentences(&["第一。".into(), "第二。".into()]),
             "第一。第二。"
