@@ -381,6 +381,15 @@ pub fn ensure_sacrebleu(python: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The file in a venv Quire created that records the `CMAKE_ARGS` its llama.cpp was built
+/// with.
+pub const BUILD_STAMP: &str = "quire-llama-cmake-args";
+
+/// Whether the venv's [`BUILD_STAMP`] records exactly `cmake_args`.
+fn built_with(venv: &Path, cmake_args: &str) -> bool {
+    std::fs::read_to_string(venv.join(BUILD_STAMP)).is_ok_and(|s| s == cmake_args)
+}
+
 /// A python that can `import llama_cpp`: the configured venv, created (and
 /// llama-cpp-python built from source, sacrebleu installed alongside) if it is missing.
 pub fn ensure_llama_python() -> Result<PathBuf> {
@@ -389,22 +398,37 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
 
 /// [`ensure_llama_python`] for llama.cpp built for `isa` (its own venv; see
 /// [`BenchIsa::llama_python`] and [`BenchIsa::llama_cmake_args`]).
+///
+/// A venv Quire created records the build options in [`BUILD_STAMP`]; one whose record is
+/// missing or differs (built by an older Quire, e.g. with ggml's AMX path, which dies with
+/// SIGILL in VMs that list AMX) is rebuilt. A venv named by `$QUIRE_LLAMA_CPP_VENV` is the
+/// user's and is used as it is.
 pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
     let python = isa.llama_python(&llama_python_path());
-    if has_llama_cpp(&python) {
-        return Ok(python);
-    }
     let venv = python
         .parent()
         .and_then(Path::parent)
         .context("cannot tell the venv directory from the python path")?
         .to_path_buf();
-    eprintln!(
-        "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} for --isa {} (it compiles llama.cpp: about 15 minutes on 2 cores)",
-        python.display(),
-        venv.display(),
-        isa.name()
-    );
+    let cmake_args = isa.llama_cmake_args(CpuFeatures::detect());
+    let users_venv = std::env::var_os("QUIRE_LLAMA_CPP_VENV").is_some_and(|v| !v.is_empty());
+    let installed = has_llama_cpp(&python);
+    if installed && (users_venv || built_with(&venv, &cmake_args)) {
+        return Ok(python);
+    }
+    if installed {
+        eprintln!(
+            "llama.cpp: the llama-cpp-python in {} was built with other options than this Quire's ({cmake_args}); rebuilding it (about 15 minutes on 2 cores)",
+            venv.display()
+        );
+    } else {
+        eprintln!(
+            "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} for --isa {} (it compiles llama.cpp: about 15 minutes on 2 cores)",
+            python.display(),
+            venv.display(),
+            isa.name()
+        );
+    }
     if !python.is_file() {
         let sys_python = ["python3", "python"]
             .into_iter()
@@ -429,14 +453,16 @@ pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
         .args([
             "install",
             "-q",
-            // A wheel cached by an earlier build would ignore CMAKE_ARGS.
+            // A wheel cached by an earlier build would ignore CMAKE_ARGS, and an installed
+            // one built with other options must be compiled again.
             "--no-cache-dir",
+            "--force-reinstall",
             &format!("llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"),
             "numpy",
             // chrF for `quire bench quality` (checked separately by `ensure_sacrebleu`).
             "sacrebleu",
         ])
-        .env("CMAKE_ARGS", isa.llama_cmake_args(CpuFeatures::detect()))
+        .env("CMAKE_ARGS", &cmake_args)
         .env(
             "CMAKE_BUILD_PARALLEL_LEVEL",
             sys::logical_cpus().to_string(),
@@ -450,6 +476,9 @@ pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
             venv.display()
         );
     }
+    let stamp = venv.join(BUILD_STAMP);
+    crate::util::write_atomic(&stamp, cmake_args.as_bytes())
+        .with_context(|| format!("cannot record the build options in {}", stamp.display()))?;
     Ok(python)
 }
 
@@ -854,5 +883,19 @@ mod tests {
         // Only checks the shape of the default path (the environment is left alone).
         let p = llama_python_path();
         assert!(p.ends_with("bin/python") || p.is_file());
+    }
+
+    #[test]
+    fn a_venv_counts_as_built_only_with_the_same_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = BenchIsa::Native.llama_cmake_args(CpuFeatures::default());
+        assert!(
+            !built_with(dir.path(), &args),
+            "no record: built by an older Quire"
+        );
+        std::fs::write(dir.path().join(BUILD_STAMP), "-DGGML_NATIVE=ON").unwrap();
+        assert!(!built_with(dir.path(), &args), "other options (AMX on)");
+        std::fs::write(dir.path().join(BUILD_STAMP), &args).unwrap();
+        assert!(built_with(dir.path(), &args));
     }
 }
