@@ -116,9 +116,18 @@ impl BenchIsa {
             ),
         };
         // AMX off: Quire has no AMX kernels, and a VM that lists AMX without granting the
-        // tile state kills ggml's AMX path with SIGILL at the first matrix product.
+        // tile state kills ggml's AMX path with SIGILL at the first matrix product. The
+        // GGML_AMX_* options only count without GGML_NATIVE; `-march=native` turns the AMX
+        // code on by itself, so the compiler is told no AMX too (an explicit `-mno-…` wins
+        // over `-march` whatever the order). x86 only: other compilers reject the flags.
+        let no_amx = if cfg!(target_arch = "x86_64") {
+            " \"-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16\" \
+             \"-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16\""
+        } else {
+            ""
+        };
         format!(
-            "{isa} -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+            "{isa} -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF{no_amx} \
              -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF"
         )
     }
@@ -203,6 +212,9 @@ mod tests {
                 a.contains("-DGGML_CUDA=OFF") && a.contains("-DGGML_AMX_TILE=OFF"),
                 "{a}"
             );
+            // `-march=native` would turn ggml's AMX code on regardless of GGML_AMX_*.
+            #[cfg(target_arch = "x86_64")]
+            assert!(a.contains("\"-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16\""));
         }
     }
 
