@@ -222,6 +222,7 @@ fn translate_shown(
         &passage,
         "zh-CN",
         &[],
+        &[],
         shown.clone(),
         200,
     );

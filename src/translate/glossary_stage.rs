@@ -9,6 +9,7 @@ use super::manager::Manager;
 use crate::checks::CheckContext;
 use crate::engine::backend::{ChatBackend, Completion};
 use crate::glossary::Glossary;
+use crate::units::constraint::capitalised_names;
 use crate::units::Unit;
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
@@ -38,6 +39,10 @@ pub struct Terms {
     pub ctx: CheckContext,
     /// How house terms reach the model.
     pub house: HouseTerms,
+    /// The book's names: words its passages write with a capital where no sentence or
+    /// title makes one ([`crate::units::constraint::capitalised_names`]), which may stay
+    /// English wherever a passage has them.
+    pub names: Vec<String>,
 }
 
 impl Terms {
@@ -89,7 +94,20 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Terms> {
         ctx: CheckContext::new(from, to).with_glossary(glossary.clone()),
         glossary,
         house: opts.house_terms,
+        names: book_names(&m.plan.units),
     })
+}
+
+/// The names of a book's passages (the model's text of every unit).
+fn book_names(units: &[Vec<Unit>]) -> Vec<String> {
+    let mut names: Vec<String> = units
+        .iter()
+        .flatten()
+        .flat_map(|u| capitalised_names(&crate::units::skeleton::Skeleton::of(u).model_text()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// A `glossary.json` a person may have edited (read with the run's language codes as its

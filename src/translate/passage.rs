@@ -41,18 +41,21 @@ pub fn constrained(
         passage,
         target_lang,
         terms,
+        &[],
         Vec::new(),
         max_new_tokens,
     )
 }
 
 /// [`constrained`] for a model that sees `shown` (inline code of `passage`) as written
-/// rather than as placeholders ([`verbatim`]).
+/// rather than as placeholders ([`verbatim`]), with the book's `names` that `passage` has
+/// kept English wherever they stand ([`crate::units::constraint::capitalised_names`]).
 pub fn constrained_shown(
     base: &GenerationParams,
     passage: &str,
     target_lang: &str,
     terms: &[GlossaryEntry],
+    names: &[String],
     shown: Vec<verbatim::Span>,
     max_new_tokens: usize,
 ) -> GenerationParams {
@@ -60,7 +63,8 @@ pub fn constrained_shown(
     if non_latin_script(target_lang) {
         c = c
             .latin_names_only(passage)
-            .with_names(terms.iter().map(GlossaryEntry::preferred));
+            .with_names(terms.iter().map(GlossaryEntry::preferred))
+            .with_capitalised(names);
     }
     let constraint = if shown.is_empty() {
         Constraint::new(c)

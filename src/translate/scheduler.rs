@@ -603,6 +603,14 @@ fn unit_request(
     Ok(ChatRequest {
         messages: p.messages,
         split: p.split,
-        params: passage::constrained_shown(params, &passage, &opts.target_lang, &found, shown, max),
+        params: passage::constrained_shown(
+            params,
+            &passage,
+            &opts.target_lang,
+            &found,
+            &terms.names,
+            shown,
+            max,
+        ),
     })
 }

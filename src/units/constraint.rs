@@ -121,9 +121,73 @@ pub struct PassageConstraint {
     foreign: Vec<char>,
     /// The names given by [`Self::with_names`] (for the spec).
     names: Vec<String>,
+    /// The words given by [`Self::with_capitalised`]: allowed only as written, with their
+    /// capital (`Retrieval`, not `retrieval`).
+    capitalised: Vec<String>,
     /// Lines of the passage that end a sentence (`.`, `?`, `:` …): their translation may
     /// not end on a word, as a reply the model was stopped in would.
     closed: Vec<bool>,
+}
+
+/// The Latin words of `passage` that [`PassageConstraint::latin_names_only`] takes for names
+/// by their place: two letters or fewer, a digit, a capital inside, a capitalised word cited
+/// by a placeholder, or a capital that neither opens a sentence nor stands in a title-case
+/// phrase.
+fn name_words(passage: &str) -> Vec<String> {
+    let bytes = passage.as_bytes();
+    // A capital after an opening quote or bracket opens a sentence when what is quoted
+    // is one (four words or more); a quoted or bracketed term (`"**Agentic RAG**"`) is
+    // a name like any other.
+    let quoted_sentence = |open: u8, from: usize| {
+        let close = if open == b'(' { b')' } else { open };
+        let span = bytes[from..]
+            .split(|&b| b == close)
+            .next()
+            .unwrap_or_default();
+        span.split(u8::is_ascii_whitespace)
+            .filter(|w| !w.is_empty())
+            .count()
+            >= 4
+    };
+    let sentence_start = |start: usize| {
+        bytes[..start]
+            .iter()
+            .rev()
+            .find(|c| !c.is_ascii_whitespace() && !b"*_".contains(c))
+            .is_none_or(|&c| {
+                b".!?:\n".contains(&c) || (b"\"'(".contains(&c) && quoted_sentence(c, start))
+            })
+    };
+    let titled = title_case_words(bytes);
+    latin_runs(bytes)
+        .filter(|&(start, end, w)| {
+            let caps = w.iter().filter(|c| c.is_ascii_uppercase()).count();
+            // A capitalised word with a placeholder right after it is cited there
+            // (`Voyager{{3}}`: a footnote reference): a name, even opening a sentence.
+            let cited = caps >= 1 && bytes[end..].starts_with(b"{{");
+            w.len() <= 2
+                || w.iter().any(u8::is_ascii_digit)
+                || inner_capital(w)
+                || cited
+                || (caps >= 1 && !sentence_start(start) && !titled.contains(&start))
+        })
+        .map(|(_, _, w)| String::from_utf8_lossy(w).into_owned())
+        .collect()
+}
+
+/// The words `passage` writes with a capital where no sentence or title makes it one
+/// (`Agentic` in `the core idea of **Agentic RAG**`): a book's names. A word the book
+/// writes so may stay English where it opens a sentence too
+/// ([`PassageConstraint::with_capitalised`]): held to the passage alone, `Agentic RAG is like…`
+/// let the model write only the glossary's `Agent` and end the word there (`Agent RAG`).
+pub fn capitalised_names(passage: &str) -> Vec<String> {
+    let mut names: Vec<String> = name_words(passage)
+        .into_iter()
+        .filter(|w| w.bytes().any(|c| c.is_ascii_uppercase()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 impl PassageConstraint {
@@ -162,6 +226,7 @@ impl PassageConstraint {
             mixed_case: Vec::new(),
             foreign: Vec::new(),
             names: Vec::new(),
+            capitalised: Vec::new(),
             closed: passage.split('\n').map(ends_sentence).collect(),
         }
     }
@@ -181,44 +246,7 @@ impl PassageConstraint {
     /// Greek…) may only be ones the passage has.
     pub fn latin_names_only(mut self, passage: &str) -> Self {
         let bytes = passage.as_bytes();
-        // A capital after an opening quote or bracket opens a sentence when what is quoted
-        // is one (four words or more); a quoted or bracketed term (`"**Agentic RAG**"`) is
-        // a name like any other.
-        let quoted_sentence = |open: u8, from: usize| {
-            let close = if open == b'(' { b')' } else { open };
-            let span = bytes[from..]
-                .split(|&b| b == close)
-                .next()
-                .unwrap_or_default();
-            span.split(u8::is_ascii_whitespace)
-                .filter(|w| !w.is_empty())
-                .count()
-                >= 4
-        };
-        let sentence_start = |start: usize| {
-            bytes[..start]
-                .iter()
-                .rev()
-                .find(|c| !c.is_ascii_whitespace() && !b"*_".contains(c))
-                .is_none_or(|&c| {
-                    b".!?:\n".contains(&c) || (b"\"'(".contains(&c) && quoted_sentence(c, start))
-                })
-        };
-        let titled = title_case_words(bytes);
-        let mut words: Vec<String> = latin_runs(bytes)
-            .filter(|&(start, end, w)| {
-                let caps = w.iter().filter(|c| c.is_ascii_uppercase()).count();
-                // A capitalised word with a placeholder right after it is cited there
-                // (`Voyager{{3}}`: a footnote reference): a name, even opening a sentence.
-                let cited = caps >= 1 && bytes[end..].starts_with(b"{{");
-                w.len() <= 2
-                    || w.iter().any(u8::is_ascii_digit)
-                    || inner_capital(w)
-                    || cited
-                    || (caps >= 1 && !sentence_start(start) && !titled.contains(&start))
-            })
-            .map(|(_, _, w)| String::from_utf8_lossy(w).into_owned())
-            .collect();
+        let mut words = name_words(passage);
         // Words quoted on their own (up to three: `"bank"`, `"river bank"`) are mentioned,
         // not used: the text speaks of the English words themselves, which a translation
         // keeps (`"kitty"` translated is no longer the example of a synonym).
@@ -265,6 +293,29 @@ impl PassageConstraint {
             );
         }
         self.allow_words(words)
+    }
+
+    /// With [`Self::latin_names_only`]: the book's names ([`capitalised_names`]) that the
+    /// passage writes may appear wherever they stand, but only with their capital, as
+    /// names: `Agentic` opening a sentence, never `retrieval` for `Retrieval`.
+    pub fn with_capitalised<S: AsRef<str>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        if self.latin.is_none() {
+            return self;
+        }
+        let passage = String::from_utf8_lossy(&self.passage).into_owned();
+        let here: std::collections::HashSet<&str> = passage
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
+            .collect();
+        self.capitalised.extend(
+            names
+                .into_iter()
+                .map(|n| n.as_ref().to_string())
+                .filter(|n| here.contains(n.as_str())),
+        );
+        self.capitalised.sort();
+        self.capitalised.dedup();
+        self
     }
 
     /// `words` (as written) and their singulars join the Latin words that may appear:
@@ -316,8 +367,20 @@ impl PassageConstraint {
                 .map(|n| n.as_str())
                 .collect::<Option<_>>()?,
         };
+        let capitalised: Vec<&str> = match spec.get("capitalised") {
+            None => Vec::new(),
+            Some(v) => v
+                .as_array()?
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Option<_>>()?,
+        };
         match spec.get("latin_names_only")?.as_bool()? {
-            true => Some(c.latin_names_only(passage).with_names(names)),
+            true => Some(
+                c.latin_names_only(passage)
+                    .with_names(names)
+                    .with_capitalised(capitalised),
+            ),
             false => Some(c),
         }
     }
@@ -345,11 +408,13 @@ impl PassageConstraint {
                     self.mixed_case.iter().any(|a| *a == w)
                 };
             }
-            let w = String::from_utf8_lossy(w).to_ascii_lowercase();
+            let written = String::from_utf8_lossy(w);
+            let w = written.to_ascii_lowercase();
             if growing {
                 allowed.iter().any(|a| a.starts_with(&w))
+                    || self.capitalised.iter().any(|a| a.starts_with(&*written))
             } else {
-                allowed.contains(&w)
+                allowed.contains(&w) || self.capitalised.iter().any(|a| *a == written)
             }
         })
     }
@@ -614,6 +679,7 @@ impl TextConstraint for PassageConstraint {
             "passage": std::str::from_utf8(&self.passage).ok()?,
             "latin_names_only": self.latin.is_some(),
             "names": self.names,
+            "capitalised": self.capitalised,
         }))
     }
 }
@@ -1092,6 +1158,41 @@ mod tests {
             .with_names(["Anthropic", "上下文检索"]);
         assert!(ok(&named, "Anthropic，“上下文检索”。{{1}}"));
         assert!(!ok(&named, "Anthropic 提出 proposed"), "not a name");
+    }
+
+    #[test]
+    fn a_word_the_book_capitalises_inside_a_sentence_is_a_name_where_it_opens_one() {
+        let book = "Traditional RAG is simple. This is the core idea of **Agentic RAG**.";
+        assert_eq!(
+            capitalised_names(book),
+            ["Agentic", "RAG"],
+            "not `Traditional`, `This`"
+        );
+        let p = "Agentic RAG is like a researcher.";
+        let alone = PassageConstraint::new(p)
+            .latin_names_only(p)
+            .with_names(["Agent"]);
+        assert!(
+            !ok(&alone, "Agentic RAG"),
+            "opening a sentence, it is not a name here"
+        );
+        assert!(
+            ok(&alone, "Agent RAG"),
+            "the cut word the model was left with"
+        );
+        let named = PassageConstraint::new(p)
+            .latin_names_only(p)
+            .with_names(["Agent"])
+            .with_capitalised(capitalised_names(book));
+        assert!(ok(&named, "Agentic RAG 就像一位研究员。"));
+        assert!(!ok(&named, "agentic RAG"), "only with its capital");
+        let r = "Retrieval comes first.";
+        let named = PassageConstraint::new(r)
+            .latin_names_only(r)
+            .with_capitalised(["Retrieval", "Agentic"]);
+        assert!(ok(&named, "Retrieval 先行。"));
+        assert!(!ok(&named, "先 retrieval"), "not the lower-case word");
+        assert!(!ok(&named, "Agentic"), "a name the passage does not have");
     }
 
     #[test]
