@@ -302,17 +302,14 @@ impl PassageConstraint {
         if self.latin.is_none() {
             return self;
         }
-        let passage = String::from_utf8_lossy(&self.passage).into_owned();
-        let here: std::collections::HashSet<&str> = passage
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
+        let here: std::collections::HashSet<&[u8]> = self
+            .passage
+            .split(|c| !c.is_ascii_alphanumeric())
+            .filter(|w| w.first().is_some_and(u8::is_ascii_uppercase))
             .collect();
-        self.capitalised.extend(
-            names
-                .into_iter()
-                .map(|n| n.as_ref().to_string())
-                .filter(|n| here.contains(n.as_str())),
-        );
+        let names = names.into_iter().map(|n| n.as_ref().to_string());
+        let here: Vec<String> = names.filter(|n| here.contains(n.as_bytes())).collect();
+        self.capitalised.extend(here);
         self.capitalised.sort();
         self.capitalised.dedup();
         self
@@ -359,22 +356,15 @@ impl PassageConstraint {
         }
         let passage = spec.get("passage")?.as_str()?;
         let c = Self::new(passage);
-        let names: Vec<&str> = match spec.get("names") {
-            None => Vec::new(),
-            Some(v) => v
-                .as_array()?
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Option<_>>()?,
+        // A list of strings under `key`, empty when absent; `None` when it is not one.
+        let strings = |key: &str| -> Option<Vec<&str>> {
+            match spec.get(key) {
+                None => Some(Vec::new()),
+                Some(v) => v.as_array()?.iter().map(|n| n.as_str()).collect(),
+            }
         };
-        let capitalised: Vec<&str> = match spec.get("capitalised") {
-            None => Vec::new(),
-            Some(v) => v
-                .as_array()?
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Option<_>>()?,
-        };
+        let names = strings("names")?;
+        let capitalised = strings("capitalised")?;
         match spec.get("latin_names_only")?.as_bool()? {
             true => Some(
                 c.latin_names_only(passage)
