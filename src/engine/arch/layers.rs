@@ -1,5 +1,6 @@
 //! Building blocks shared by the architectures: quantized linear layers, RMSNorm, rotary
-//! embeddings, grouped-query attention over the explicit [`KvCache`], and the SwiGLU MLP.
+//! embeddings, grouped-query attention over the explicit [`KvCache`] (optionally through a
+//! sliding window, with per-head q/k norms), and the gated MLP (SwiGLU or GeGLU).
 
 use crate::engine::gguf::GgufFile;
 use crate::engine::kernels::QuantMatrix;
@@ -29,14 +30,12 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// Load `{name}.weight` (and `{name}.bias` when `bias` is true).
-    pub fn load(gguf: &mut GgufFile, name: &str, bias: bool, device: &Device) -> Result<Self> {
+    /// Load `{name}.weight`, and `{name}.bias` where the file has it.
+    pub fn load(gguf: &mut GgufFile, name: &str, device: &Device) -> Result<Self> {
         let w = Self::weights(gguf, &format!("{name}.weight"), device)?;
-        let b = if bias {
-            Some(
-                gguf.tensor(&format!("{name}.bias"), device)?
-                    .dequantize(device)?,
-            )
+        let bias = format!("{name}.bias");
+        let b = if gguf.has_tensor(&bias) {
+            Some(gguf.tensor(&bias, device)?.dequantize(device)?)
         } else {
             None
         };
@@ -131,6 +130,26 @@ pub enum RopeStyle {
     Interleaved,
 }
 
+/// Where a block's per-head RMSNorm of queries and keys sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    /// No q/k norm.
+    None,
+    /// Normalise, then rotate (Qwen3, Gemma 3).
+    BeforeRope,
+    /// Rotate, then normalise (Hunyuan dense).
+    AfterRope,
+}
+
+/// The gated MLP's activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `silu(gate) · up` (SwiGLU).
+    Silu,
+    /// `gelu_tanh(gate) · up` (GeGLU, Gemma).
+    GeluTanh,
+}
+
 /// Precomputed cos/sin tables for rotary embeddings.
 pub struct Rope {
     cos: Tensor,
@@ -140,16 +159,24 @@ pub struct Rope {
 }
 
 impl Rope {
-    /// Tables for positions `0..max_pos`.
+    /// Tables for positions `0..max_pos` of heads of `head_dim`: dimension pair `i` turns by
+    /// `pos · scale · theta^(−2i/head_dim) / factors[i]` (`factors`: Llama 3's
+    /// `rope_freqs.weight`, where the model has them).
     pub fn new(
-        cfg: &ModelConfig,
+        head_dim: usize,
+        theta: f32,
+        scale: f32,
+        factors: Option<&[f32]>,
         max_pos: usize,
         style: RopeStyle,
         device: &Device,
     ) -> Result<Self> {
-        let half = cfg.head_dim / 2;
+        let half = head_dim / 2;
         let inv: Vec<f32> = (0..half)
-            .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f32 / cfg.head_dim as f32))
+            .map(|i| {
+                let f = 1.0 / theta.powf(2.0 * i as f32 / head_dim as f32);
+                scale * f / factors.map_or(1.0, |d| d[i])
+            })
             .collect();
         let mut angles = Vec::with_capacity(max_pos * half);
         for p in 0..max_pos {
@@ -184,6 +211,20 @@ impl Rope {
     }
 }
 
+/// Where a block's attention reads and writes keys and values: one sequence whose new
+/// tokens start at `offset`, or a batch of sequences with one new token each.
+pub enum Attn<'a, 'b> {
+    /// One sequence.
+    Seq {
+        /// Position of the first new token.
+        offset: usize,
+        /// Its cache.
+        cache: &'a mut KvCache,
+    },
+    /// Row `i` of the batch is the next token of the sequence in cache `i`.
+    Rows(&'a mut [&'b mut KvCache]),
+}
+
 /// One transformer block's weights.
 pub struct Block {
     /// Norm before attention.
@@ -196,6 +237,12 @@ pub struct Block {
     pub v: Linear,
     /// Attention output projection.
     pub o: Linear,
+    /// Per-head query and key norms, where the architecture has them.
+    pub qk_norm: Option<(RmsNorm, RmsNorm)>,
+    /// Where the q/k norms sit.
+    pub qk_norm_at: QkNorm,
+    /// Norm of the attention output (Gemma).
+    pub post_attn_norm: Option<RmsNorm>,
     /// Norm before the MLP.
     pub ffn_norm: RmsNorm,
     /// MLP gate projection.
@@ -204,82 +251,180 @@ pub struct Block {
     pub up: Linear,
     /// MLP down projection.
     pub down: Linear,
+    /// Norm of the MLP output (Gemma).
+    pub post_ffn_norm: Option<RmsNorm>,
+    /// The MLP's activation.
+    pub activation: Activation,
+    /// Rotary tables of this layer.
+    pub rope: Arc<Rope>,
+    /// Sliding window, for a windowed layer.
+    pub window: Option<usize>,
 }
 
 impl Block {
-    /// Load block `i` with llama.cpp's tensor names (`blk.{i}.attn_q`, ...).
+    /// Load block `i` with llama.cpp's tensor names (`blk.{i}.attn_q`, ...) for `spec`.
     pub fn load(
         gguf: &mut GgufFile,
         i: usize,
-        qkv_bias: bool,
+        spec: &super::ArchSpec,
+        rope: Arc<Rope>,
         cfg: &ModelConfig,
         device: &Device,
     ) -> Result<Self> {
         let p = format!("blk.{i}");
+        let eps = cfg.rms_eps;
+        let mut norm = |name: &str| RmsNorm::load(gguf, &format!("{p}.{name}"), eps, device);
+        let attn_norm = norm("attn_norm")?;
+        let ffn_norm = norm("ffn_norm")?;
+        let qk_norm = match spec.qk_norm {
+            QkNorm::None => None,
+            _ => Some((norm("attn_q_norm")?, norm("attn_k_norm")?)),
+        };
+        let (post_attn_norm, post_ffn_norm) = if spec.post_norms {
+            (
+                Some(norm("post_attention_norm")?),
+                Some(norm("post_ffw_norm")?),
+            )
+        } else {
+            (None, None)
+        };
+        let mut linear = |name: &str| Linear::load(gguf, &format!("{p}.{name}"), device);
         Ok(Self {
-            attn_norm: RmsNorm::load(gguf, &format!("{p}.attn_norm"), cfg.rms_eps, device)?,
-            q: Linear::load(gguf, &format!("{p}.attn_q"), qkv_bias, device)?,
-            k: Linear::load(gguf, &format!("{p}.attn_k"), qkv_bias, device)?,
-            v: Linear::load(gguf, &format!("{p}.attn_v"), qkv_bias, device)?,
-            o: Linear::load(gguf, &format!("{p}.attn_output"), false, device)?,
-            ffn_norm: RmsNorm::load(gguf, &format!("{p}.ffn_norm"), cfg.rms_eps, device)?,
-            gate: Linear::load(gguf, &format!("{p}.ffn_gate"), false, device)?,
-            up: Linear::load(gguf, &format!("{p}.ffn_up"), false, device)?,
-            down: Linear::load(gguf, &format!("{p}.ffn_down"), false, device)?,
+            attn_norm,
+            q: linear("attn_q")?,
+            k: linear("attn_k")?,
+            v: linear("attn_v")?,
+            o: linear("attn_output")?,
+            qk_norm,
+            qk_norm_at: spec.qk_norm,
+            post_attn_norm,
+            ffn_norm,
+            gate: linear("ffn_gate")?,
+            up: linear("ffn_up")?,
+            down: linear("ffn_down")?,
+            post_ffn_norm,
+            activation: spec.activation,
+            rope,
+            window: cfg.window(i),
         })
     }
 
-    /// Self-attention for `x` (`[tokens, hidden]`, already normalised) whose first token is
-    /// at position `offset`; appends this layer's keys/values to `cache` layer `layer`.
+    /// The block on the residual stream `x` (`[tokens, hidden]`):
+    /// `x + post(attn(norm(x)))`, then `x + post(mlp(norm(x)))`, where `post` is the
+    /// architecture's post-norm or nothing.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        layer: usize,
+        attn: &mut Attn,
+        cfg: &ModelConfig,
+    ) -> Result<Tensor> {
+        let post = |n: &Option<RmsNorm>, y: Tensor| match n {
+            Some(n) => n.forward(&y),
+            None => Ok(y),
+        };
+        let a = self.attention(&self.attn_norm.forward(x)?, layer, attn, cfg)?;
+        let x = (x + post(&self.post_attn_norm, a)?)?;
+        let m = self.mlp(&self.ffn_norm.forward(&x)?)?;
+        Ok((x + post(&self.post_ffn_norm, m)?)?)
+    }
+
+    /// Self-attention for `x` (`[tokens, hidden]`, already normalised); appends this
+    /// layer's keys/values to the cache(s). For a batch of sequences the projections run
+    /// on the whole batch (the weights are read once); rotary embeddings and attention run
+    /// per sequence at its own position over its own cache.
     pub fn attention(
         &self,
         x: &Tensor,
         layer: usize,
-        offset: usize,
-        cache: &mut KvCache,
-        rope: &Rope,
+        attn: &mut Attn,
         cfg: &ModelConfig,
     ) -> Result<Tensor> {
         let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
-        let out = attend(&q, &k, &v, layer, offset, cache, rope, cfg)?;
+        let out = match attn {
+            Attn::Seq { offset, cache } => self.attend(&q, &k, &v, layer, *offset, cache, cfg)?,
+            Attn::Rows(caches) => {
+                let mut rows = Vec::with_capacity(caches.len());
+                for (i, cache) in caches.iter_mut().enumerate() {
+                    let offset = cache.len();
+                    rows.push(self.attend(
+                        &q.narrow(0, i, 1)?,
+                        &k.narrow(0, i, 1)?,
+                        &v.narrow(0, i, 1)?,
+                        layer,
+                        offset,
+                        cache,
+                        cfg,
+                    )?);
+                }
+                Tensor::cat(&rows, 0)?
+            }
+        };
         self.o.forward(&out)
     }
 
-    /// Self-attention for a batch of independent sequences, one token each: row `i` of `x`
-    /// is the next token of the sequence in `caches[i]`. The projections run on the whole
-    /// batch (the weights are read once); rotary embeddings and attention run per sequence
-    /// at its own position over its own cache.
-    pub fn attention_rows(
-        &self,
-        x: &Tensor,
-        layer: usize,
-        caches: &mut [&mut KvCache],
-        rope: &Rope,
-        cfg: &ModelConfig,
-    ) -> Result<Tensor> {
-        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
-        let mut rows = Vec::with_capacity(caches.len());
-        for (i, cache) in caches.iter_mut().enumerate() {
-            let offset = cache.len();
-            rows.push(attend(
-                &q.narrow(0, i, 1)?,
-                &k.narrow(0, i, 1)?,
-                &v.narrow(0, i, 1)?,
-                layer,
-                offset,
-                cache,
-                rope,
-                cfg,
-            )?);
-        }
-        self.o.forward(&Tensor::cat(&rows, 0)?)
-    }
-
-    /// SwiGLU feed-forward for `x` (`[tokens, hidden]`, already normalised).
+    /// Gated feed-forward for `x` (`[tokens, hidden]`, already normalised).
     pub fn mlp(&self, x: &Tensor) -> Result<Tensor> {
         let gate = self.gate.forward(x)?;
         let up = self.up.forward(x)?;
-        self.down.forward(&swiglu(&gate, &up)?)
+        let h = match self.activation {
+            Activation::Silu => swiglu(&gate, &up)?,
+            Activation::GeluTanh => (gate.gelu()? * up)?,
+        };
+        self.down.forward(&h)
+    }
+
+    /// Query/key norms, rotary embeddings, the cache append and attention for one
+    /// sequence's projected `q`/`k`/`v` (`[tokens, heads × head_dim]`, first token at
+    /// `offset`): `[tokens, n_head × head_dim]`.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        layer: usize,
+        offset: usize,
+        cache: &mut KvCache,
+        cfg: &ModelConfig,
+    ) -> Result<Tensor> {
+        let t = q.dim(0)?;
+        let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+        let mut q = q.reshape((1, t, nh, hd))?;
+        let mut k = k.reshape((1, t, nkv, hd))?;
+        let norms = |q: &mut Tensor, k: &mut Tensor| -> Result<()> {
+            if let Some((qn, kn)) = &self.qk_norm {
+                *q = qn.forward(&q.contiguous()?)?;
+                *k = kn.forward(&k.contiguous()?)?;
+            }
+            Ok(())
+        };
+        if self.qk_norm_at == QkNorm::BeforeRope {
+            norms(&mut q, &mut k)?;
+        }
+        let mut q = self.rope.apply(&q.transpose(1, 2)?, offset)?;
+        let mut k = self.rope.apply(&k.transpose(1, 2)?, offset)?;
+        if self.qk_norm_at == QkNorm::AfterRope {
+            norms(&mut q, &mut k)?;
+        }
+        let default_scale = 1.0 / (hd as f32).sqrt();
+        if cfg.attn_scale != default_scale {
+            // The kernels scale scores by 1/sqrt(hd); the queries carry the rest.
+            q = (q * (cfg.attn_scale / default_scale) as f64)?;
+        }
+        let v = v.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
+        cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
+        let q = q.squeeze(0)?;
+        let w = self.window;
+        match cache.layer(layer) {
+            LayerKv::Bf16(kv) => super::attention::blocked_attention_bf16(&q, kv, offset, w),
+            LayerKv::KeyBlocks { keys, values } => {
+                super::attention::blocked_attention(&q, keys, values, offset, w)
+            }
+            LayerKv::Rows { keys, values } => {
+                super::attention::causal_attention(&q, keys, values, offset, w)
+            }
+        }
     }
 }
 
@@ -377,39 +522,6 @@ unsafe fn swiglu_avx512(g: &[f32], u: &[f32], out: &mut [f32]) {
         let s = _mm512_div_ps(x, _mm512_add_ps(one, e));
         _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, _mm512_mul_ps(s, up));
         i += 16;
-    }
-}
-
-/// Rotary embeddings, the cache append and attention for one sequence's projected
-/// `q`/`k`/`v` (`[tokens, heads × head_dim]`, first token at `offset`): `[tokens, n_head × head_dim]`.
-#[allow(clippy::too_many_arguments)]
-fn attend(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    layer: usize,
-    offset: usize,
-    cache: &mut KvCache,
-    rope: &Rope,
-    cfg: &ModelConfig,
-) -> Result<Tensor> {
-    let t = q.dim(0)?;
-    let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
-    let q = q.reshape((1, t, nh, hd))?.transpose(1, 2)?;
-    let k = k.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
-    let v = v.reshape((1, t, nkv, hd))?.transpose(1, 2)?;
-    let q = rope.apply(&q, offset)?;
-    let k = rope.apply(&k, offset)?;
-    cache.append(layer, &k.squeeze(0)?, &v.squeeze(0)?.contiguous()?)?;
-    let q = q.squeeze(0)?;
-    match cache.layer(layer) {
-        LayerKv::Bf16(kv) => super::attention::blocked_attention_bf16(&q, kv, offset),
-        LayerKv::KeyBlocks { keys, values } => {
-            super::attention::blocked_attention(&q, keys, values, offset)
-        }
-        LayerKv::Rows { keys, values } => {
-            super::attention::causal_attention(&q, keys, values, offset)
-        }
     }
 }
 

@@ -1,12 +1,23 @@
-//! Model architectures: one file per architecture, each a plain forward pass over the shared
-//! building blocks in [`layers`]. To add an architecture, add a file here that loads its
-//! weights from GGUF names into [`layers::Block`]s and writes its forward pass, then add a
-//! variant to [`Model`] and a match arm in [`Model::load`].
+//! Model architectures. Every supported architecture is a decoder-only transformer that
+//! one forward pass ([`decoder::Decoder`]) runs over the shared building blocks in
+//! [`layers`]; what differs between them is data, stated once per architecture in its own
+//! file: the hyper-parameters it reads from GGUF ([`ModelConfig`]), and its [`ArchSpec`]
+//! (rotary style, per-head q/k norms and where they sit, norms after attention and MLP, the
+//! MLP's activation, the embedding scale). llama.cpp moved the same way to one standard
+//! transformer with a table of operations per architecture.
+//!
+//! To add an architecture: a file here with `configure` (its metadata keys) and `spec`, a
+//! variant of [`Arch`], and its name in [`Arch::from_name`]. If it needs an operation the
+//! blocks lack, add it to [`layers`] behind a field of [`ArchSpec`].
 
 pub mod attention;
+pub mod decoder;
+pub mod gemma3;
+pub mod hunyuan_dense;
 pub mod layers;
 pub mod llama;
 pub mod qwen2;
+pub mod qwen3;
 #[cfg(target_arch = "x86_64")]
 pub mod vexp;
 
@@ -14,6 +25,7 @@ use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
+use layers::{Activation, QkNorm, RopeStyle};
 
 /// Hyper-parameters read from GGUF metadata (`{arch}.*` keys).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -28,32 +40,44 @@ pub struct ModelConfig {
     pub n_head: usize,
     /// Key/value heads (grouped-query attention when fewer than `n_head`).
     pub n_kv_head: usize,
-    /// Width of one head.
+    /// Width of one head (`attention.key_length`, which Qwen3 and Gemma 3 set apart from
+    /// `hidden / n_head`).
     pub head_dim: usize,
     /// Feed-forward inner width.
     pub ffn: usize,
-    /// RoPE base frequency.
+    /// RoPE base frequency (of the global layers where some layers are windowed).
     pub rope_theta: f32,
+    /// RoPE position scale (`1 / factor` of linear RoPE scaling; 1 without scaling).
+    pub rope_freq_scale: f32,
+    /// RoPE base of the sliding-window layers, where the architecture gives them their own.
+    pub rope_theta_local: Option<f32>,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
     /// Trained context length.
     pub context_length: usize,
     /// Vocabulary size (rows of the embedding).
     pub vocab_size: usize,
+    /// Keys a windowed layer's query sees: itself and the `window - 1` before it.
+    pub sliding_window: Option<usize>,
+    /// Which layers attend through the sliding window (empty: none).
+    pub windowed_layers: Vec<bool>,
+    /// Attention score scale (`1 / sqrt(head_dim)` unless the architecture says otherwise).
+    pub attn_scale: f32,
 }
 
 impl ModelConfig {
-    /// Read the configuration of architecture `arch` from `gguf`.
+    /// Read the configuration of the GGUF's architecture from `gguf`.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
-        let arch = gguf.architecture()?.to_string();
-        let k = |s: &str| format!("{arch}.{s}");
+        let arch_name = gguf.architecture()?.to_string();
+        let k = |s: &str| format!("{arch_name}.{s}");
         let hidden = gguf.meta_usize(&k("embedding_length"))?;
         let n_head = gguf.meta_usize(&k("attention.head_count"))?;
         let n_kv_head = gguf
             .meta_usize(&k("attention.head_count_kv"))
             .unwrap_or(n_head);
         let head_dim = gguf
-            .meta_usize(&k("rope.dimension_count"))
+            .meta_usize(&k("attention.key_length"))
+            .or_else(|_| gguf.meta_usize(&k("rope.dimension_count")))
             .unwrap_or(hidden / n_head.max(1));
         let vocab_size = match gguf.content.tensor_infos.get("token_embd.weight") {
             Some(t) => t.shape.dims()[0],
@@ -62,25 +86,33 @@ impl ModelConfig {
                 gguf.path.display()
             ),
         };
-        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 || head_dim % 2 != 0 {
             bail!(
-                "{}: invalid head counts {n_head}/{n_kv_head}",
+                "{}: invalid head counts {n_head}/{n_kv_head} or head size {head_dim}",
                 gguf.path.display()
             );
         }
-        Ok(Self {
-            n_layer: gguf.meta_usize(&k("block_count"))?,
+        let n_layer = gguf.meta_usize(&k("block_count"))?;
+        let mut cfg = Self {
+            n_layer,
             hidden,
             n_head,
             n_kv_head,
             head_dim,
             ffn: gguf.meta_usize(&k("feed_forward_length"))?,
             rope_theta: gguf.meta_f32(&k("rope.freq_base")).unwrap_or(10_000.0),
+            rope_freq_scale: rope_freq_scale(gguf, &arch_name)?,
+            rope_theta_local: None,
             rms_eps: gguf.meta_f32(&k("attention.layer_norm_rms_epsilon"))?,
             context_length: gguf.meta_usize(&k("context_length"))?,
             vocab_size,
-            architecture: arch,
-        })
+            sliding_window: None,
+            windowed_layers: Vec::new(),
+            attn_scale: 1.0 / (head_dim as f32).sqrt(),
+            architecture: arch_name,
+        };
+        Arch::of(gguf)?.configure(&mut cfg, gguf)?;
+        Ok(cfg)
     }
 
     /// Bytes of KV cache per token (keys and values, all layers) at `elem_bytes` per value
@@ -88,40 +120,143 @@ impl ModelConfig {
     pub fn kv_bytes_per_token(&self, elem_bytes: usize) -> usize {
         2 * self.n_layer * self.n_kv_head * self.head_dim * elem_bytes
     }
+
+    /// The sliding window of layer `layer`, if it is a windowed layer.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        match self.windowed_layers.get(layer) {
+            Some(true) => self.sliding_window,
+            _ => None,
+        }
+    }
 }
 
-/// A loaded model of one of the supported architectures.
-pub enum Model {
-    /// Qwen2 / Qwen2.5 (biases on Q/K/V, NeoX-style RoPE).
-    Qwen2(qwen2::Qwen2),
-    /// Llama family, including SmolLM2 (interleaved RoPE, optional tied output).
-    Llama(llama::Llama),
+/// `1 / factor` for linear RoPE scaling, 1 without; other scaling types are refused (they
+/// would give wrong answers, not errors).
+fn rope_freq_scale(gguf: &GgufFile, arch: &str) -> Result<f32> {
+    let kind = gguf
+        .meta_str(&format!("{arch}.rope.scaling.type"))
+        .unwrap_or("none");
+    let factor = gguf
+        .meta_f32(&format!("{arch}.rope.scaling.factor"))
+        .or_else(|_| gguf.meta_f32(&format!("{arch}.rope.scale_linear")))
+        .unwrap_or(1.0);
+    match kind {
+        "none" => Ok(1.0),
+        "linear" if factor > 0.0 => Ok(1.0 / factor),
+        other => bail!(
+            "{}: RoPE scaling {other:?} (factor {factor}) is not supported (supported: none, linear)",
+            gguf.path.display()
+        ),
+    }
 }
 
-impl Model {
+/// How an architecture's blocks compute, beyond its hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArchSpec {
+    /// How rotary embeddings pair a head's dimensions.
+    pub rope_style: RopeStyle,
+    /// Per-head RMSNorm of queries and keys, and whether it comes before or after RoPE.
+    pub qk_norm: QkNorm,
+    /// RMSNorm of the attention output and of the MLP output before each joins the
+    /// residual stream (Gemma's "sandwich" norms).
+    pub post_norms: bool,
+    /// The gated MLP's activation.
+    pub activation: Activation,
+    /// Factor applied to the token embeddings (Gemma: `sqrt(hidden)`).
+    pub embed_scale: Option<f32>,
+}
+
+/// The supported architectures, by `general.architecture`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// Qwen2 / Qwen2.5.
+    Qwen2,
+    /// Llama 2/3, SmolLM2, Mistral (with Llama 3's RoPE frequency factors).
+    Llama,
+    /// Qwen3 (dense).
+    Qwen3,
+    /// Gemma 3 (text).
+    Gemma3,
+    /// Tencent Hunyuan dense (Hunyuan-MT, Hy-MT).
+    HunyuanDense,
+}
+
+impl Arch {
     /// Names accepted in `general.architecture`.
-    pub const SUPPORTED: &'static [&'static str] = &["qwen2", "llama"];
+    pub const SUPPORTED: &'static [&'static str] =
+        &["qwen2", "llama", "qwen3", "gemma3", "hunyuan-dense"];
 
-    /// Load the weights of the architecture named in the GGUF metadata.
-    pub fn load(gguf: &mut GgufFile, device: &Device) -> Result<Self> {
-        let cfg = ModelConfig::from_gguf(gguf)?;
-        match cfg.architecture.as_str() {
-            "qwen2" => Ok(Self::Qwen2(qwen2::Qwen2::load(gguf, cfg, device)?)),
-            "llama" => Ok(Self::Llama(llama::Llama::load(gguf, cfg, device)?)),
-            other => bail!(
-                "{}: architecture {other:?} is not supported (supported: {})",
+    /// The architecture called `name` in GGUF metadata.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "qwen2" => Self::Qwen2,
+            "llama" => Self::Llama,
+            "qwen3" => Self::Qwen3,
+            "gemma3" => Self::Gemma3,
+            "hunyuan-dense" => Self::HunyuanDense,
+            _ => return None,
+        })
+    }
+
+    /// The architecture of `gguf`, or an error listing the supported ones.
+    pub fn of(gguf: &GgufFile) -> Result<Self> {
+        let name = gguf.architecture()?;
+        match Self::from_name(name) {
+            Some(a) => Ok(a),
+            None => bail!(
+                "{}: architecture {name:?} is not supported (supported: {})",
                 gguf.path.display(),
                 Self::SUPPORTED.join(", ")
             ),
         }
     }
 
+    /// Read the architecture's own hyper-parameters into `cfg`.
+    fn configure(self, cfg: &mut ModelConfig, gguf: &GgufFile) -> Result<()> {
+        match self {
+            Self::Gemma3 => gemma3::configure(cfg, gguf),
+            Self::Qwen2 | Self::Llama | Self::Qwen3 | Self::HunyuanDense => Ok(()),
+        }
+    }
+
+    /// How the architecture's blocks compute.
+    pub fn spec(self, cfg: &ModelConfig) -> ArchSpec {
+        match self {
+            Self::Qwen2 => qwen2::spec(),
+            Self::Llama => llama::spec(),
+            Self::Qwen3 => qwen3::spec(),
+            Self::Gemma3 => gemma3::spec(cfg),
+            Self::HunyuanDense => hunyuan_dense::spec(),
+        }
+    }
+}
+
+/// A loaded model of one of the supported architectures.
+pub struct Model {
+    /// Which architecture.
+    pub arch: Arch,
+    /// Its weights and forward pass.
+    pub decoder: decoder::Decoder,
+}
+
+impl Model {
+    /// Names accepted in `general.architecture`.
+    pub const SUPPORTED: &'static [&'static str] = Arch::SUPPORTED;
+
+    /// Load the weights of the architecture named in the GGUF metadata.
+    pub fn load(gguf: &mut GgufFile, device: &Device) -> Result<Self> {
+        let arch = Arch::of(gguf)?;
+        let cfg = ModelConfig::from_gguf(gguf)?;
+        let spec = arch.spec(&cfg);
+        Ok(Self {
+            arch,
+            decoder: decoder::Decoder::load(gguf, cfg, spec, device)?,
+        })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ModelConfig {
-        match self {
-            Self::Qwen2(m) => &m.blocks.cfg,
-            Self::Llama(m) => &m.blocks.cfg,
-        }
+        &self.decoder.cfg
     }
 
     /// Run `tokens` (which follow the `cache.len()` tokens already in the cache), append
@@ -130,36 +265,24 @@ impl Model {
     /// tokens were split between calls (the kernels are batch-invariant), which is what
     /// makes a cached prefix exact.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        crate::engine::threads::run(|| match self {
-            Self::Qwen2(m) => m.forward(tokens, cache),
-            Self::Llama(m) => m.forward(tokens, cache),
-        })
+        crate::engine::threads::run(|| self.decoder.forward(tokens, cache))
     }
 
     /// Like [`Self::forward`], returning every position's logits (`[tokens, vocab]`): what
     /// speculative decoding verifies a draft with. Each row is bit-identical to the logits
     /// one-token decoding gives at that position (CPU kernels are batch-invariant).
     pub fn forward_all(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        crate::engine::threads::run(|| match self {
-            Self::Qwen2(m) => m.forward_all(tokens, cache),
-            Self::Llama(m) => m.forward_all(tokens, cache),
-        })
+        crate::engine::threads::run(|| self.decoder.forward_all(tokens, cache))
     }
 
-    /// One decode step for several independent sequences (see [`qwen2::Blocks::forward_rows`]):
-    /// `[batch, vocab]` logits.
+    /// One decode step for several independent sequences (see
+    /// [`decoder::Decoder::forward_rows`]): `[batch, vocab]` logits.
     pub fn forward_rows(&self, tokens: &[u32], caches: &mut [&mut KvCache]) -> Result<Tensor> {
-        crate::engine::threads::run(|| match self {
-            Self::Qwen2(m) => m.blocks.forward_rows(tokens, caches),
-            Self::Llama(m) => m.blocks.forward_rows(tokens, caches),
-        })
+        crate::engine::threads::run(|| self.decoder.forward_rows(tokens, caches))
     }
 
     /// Device the weights live on.
     pub fn device(&self) -> &Device {
-        match self {
-            Self::Qwen2(m) => &m.blocks.device,
-            Self::Llama(m) => &m.blocks.device,
-        }
+        &self.decoder.device
     }
 }

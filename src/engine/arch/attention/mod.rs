@@ -85,6 +85,7 @@ pub fn blocked_attention(
     keys: &KeyBlocks,
     values: &Tensor,
     offset: usize,
+    window: Option<usize>,
 ) -> Result<Tensor> {
     let (nh, t, hd) = q.dims3()?;
     let (nkv, cap, hd2) = values.dims3()?;
@@ -102,16 +103,18 @@ pub fn blocked_attention(
     let scale = 1.0 / (hd as f32).sqrt();
     with_cpu_slice(values, |v| {
         group_tasks(q, nkv, |scores: &mut Vec<f32>, qrows, g, i, out| {
+            let visible = offset + i + 1;
             let kv = tiles::KvHead {
                 blocks: keys.data(),
                 n_kv_head: nkv,
                 head: g,
-                values: &v[g * cap * hd..(g * cap + offset + i + 1) * hd],
+                values: &v[g * cap * hd..(g * cap + visible) * hd],
             };
+            let lo = first_visible(visible, window);
             // SAFETY: `uses_key_blocks` checked AVX-512 and the head size; the blocks and
-            // values cover `offset + i + 1` positions (checked above).
+            // values cover `visible` positions (checked above), and `lo < visible`.
             unsafe {
-                tiles::attend_group(qrows, nh / nkv, &kv, offset + i + 1, hd, scale, scores, out)
+                tiles::attend_group(qrows, nh / nkv, &kv, lo, visible, hd, scale, scores, out)
             };
         })
     })
@@ -121,7 +124,12 @@ pub fn blocked_attention(
 /// AVX-512 BF16 group tiles. Returns `[t, n_head * hd]`. Only call where
 /// [`uses_bf16_blocks`] says so.
 #[cfg(target_arch = "x86_64")]
-pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Result<Tensor> {
+pub fn blocked_attention_bf16(
+    q: &Tensor,
+    kv: &KvBlocks16,
+    offset: usize,
+    window: Option<usize>,
+) -> Result<Tensor> {
     let (nh, t, hd) = q.dims3()?;
     let nkv = kv.n_kv_head();
     ensure!(
@@ -145,14 +153,16 @@ pub fn blocked_attention_bf16(q: &Tensor, kv: &KvBlocks16, offset: usize) -> Res
                 n_kv_head: nkv,
                 head: g,
             };
+            let visible = offset + i + 1;
             // SAFETY: `uses_bf16_blocks` checked AVX-512 BF16 and the head size; the blocks cover
-            // `offset + i + 1` positions (checked above).
+            // `visible` positions (checked above), and `first_visible` is below it.
             unsafe {
                 tiles::attend_group_bf16(
                     qrows,
                     nh / nkv,
                     &head,
-                    offset + i + 1,
+                    first_visible(visible, window),
+                    visible,
                     hd,
                     scale,
                     scratch,
@@ -217,7 +227,12 @@ unsafe impl Sync for SendPtr {}
 
 /// Without x86-64 there are no AVX-512 BF16 tiles ([`uses_bf16_blocks`] is false).
 #[cfg(not(target_arch = "x86_64"))]
-pub fn blocked_attention_bf16(_q: &Tensor, _kv: &KvBlocks16, _offset: usize) -> Result<Tensor> {
+pub fn blocked_attention_bf16(
+    _q: &Tensor,
+    _kv: &KvBlocks16,
+    _offset: usize,
+    _window: Option<usize>,
+) -> Result<Tensor> {
     bail!("the bf16 attention tiles need an x86-64 CPU with AVX-512 BF16")
 }
 
@@ -228,6 +243,7 @@ pub fn blocked_attention(
     _keys: &KeyBlocks,
     _values: &Tensor,
     _offset: usize,
+    _window: Option<usize>,
 ) -> Result<Tensor> {
     bail!("attention: key blocks need the x86-64 AVX-512 kernels")
 }
@@ -239,6 +255,14 @@ pub fn blocked_attention(
 struct CausalAttention {
     offset: usize,
     scale: f32,
+    window: Option<usize>,
+}
+
+/// The first key a query sees when `visible` keys precede it and itself (positions
+/// `0..visible`): 0, or with a sliding window of `w` keys, `visible - w` (llama.cpp's
+/// standard window: a key `w` or more positions back is masked).
+pub fn first_visible(visible: usize, window: Option<usize>) -> usize {
+    window.map_or(0, |w| visible.saturating_sub(w))
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -554,6 +578,7 @@ fn grouped_rows_avx2(
     v: &[f32],
     (nh, nkv, t, hd, cap): (usize, usize, usize, usize, usize),
     offset: usize,
+    window: Option<usize>,
     scale: f32,
     out: &mut [f32],
 ) {
@@ -568,8 +593,9 @@ fn grouped_rows_avx2(
             let h0 = g * groups + run * GROUP_ROWS;
             let rows = GROUP_ROWS.min(g * groups + groups - h0);
             let visible = offset + i + 1;
-            let base = g * cap * hd;
-            let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
+            let lo = first_visible(visible, window);
+            let (a, b) = ((g * cap + lo) * hd, (g * cap + visible) * hd);
+            let (keys, values) = (&k[a..b], &v[a..b]);
             let qs = &q[(h0 * t + i) * hd..((h0 + rows - 1) * t + i + 1) * hd];
             let out_ptr = &out_ptr;
             // SAFETY: task (i, g, run) alone writes the outputs of position i's heads
@@ -588,7 +614,7 @@ fn grouped_rows_avx2(
                     t * hd,
                     keys,
                     values,
-                    visible,
+                    visible - lo,
                     scale,
                     scores,
                     o,
@@ -632,7 +658,7 @@ impl CustomOp3 for CausalAttention {
         let k = &s2.as_slice::<f32>()?[k0..k1];
         let v = &s3.as_slice::<f32>()?[v0..v1];
         let groups = nh / nkv;
-        let (offset, scale) = (self.offset, self.scale);
+        let (offset, scale, window) = (self.offset, self.scale, self.window);
         if offset + t > cap {
             candle_core::bail!(
                 "attention: {} positions exceed cache capacity {cap}",
@@ -642,7 +668,16 @@ impl CustomOp3 for CausalAttention {
         let mut out = vec![0f32; t * nh * hd];
         #[cfg(target_arch = "x86_64")]
         if use_avx2(hd) {
-            grouped_rows_avx2(q, k, v, (nh, nkv, t, hd, cap), offset, scale, &mut out);
+            grouped_rows_avx2(
+                q,
+                k,
+                v,
+                (nh, nkv, t, hd, cap),
+                offset,
+                window,
+                scale,
+                &mut out,
+            );
             return Ok((CpuStorage::F32(out), Shape::from((t, nh * hd))));
         }
         // Rows of the output are [t][nh][hd]; one task per (token, head).
@@ -652,10 +687,10 @@ impl CustomOp3 for CausalAttention {
                 let (i, h) = (idx / nh, idx % nh);
                 let g = h / groups;
                 let qrow = &q[(h * t + i) * hd..(h * t + i + 1) * hd];
-                let base = g * cap * hd;
                 let visible = offset + i + 1;
-                let (keys, values) = (&k[base..base + visible * hd], &v[base..base + visible * hd]);
-                attend_row(qrow, keys, values, visible, hd, scale, scores, o);
+                let lo = first_visible(visible, window);
+                let (a, b) = ((g * cap + lo) * hd, (g * cap + visible) * hd);
+                attend_row(qrow, &k[a..b], &v[a..b], visible - lo, hd, scale, scores, o);
             },
         );
         Ok((CpuStorage::F32(out), Shape::from((t, nh * hd))))
@@ -669,30 +704,39 @@ pub fn causal_attention(
     keys: &Tensor,
     values: &Tensor,
     offset: usize,
+    window: Option<usize>,
 ) -> Result<Tensor> {
     let hd = q.dim(2)?;
     if q.device().is_cpu() {
         let op = CausalAttention {
             offset,
             scale: 1.0 / (hd as f32).sqrt(),
+            window,
         };
         return Ok(q.contiguous()?.apply_op3_no_bwd(keys, values, &op)?);
     }
     let (nh, t, _) = q.dims3()?;
     let n = offset + t;
-    let out =
-        grouped_attention_reference(q, &keys.narrow(1, 0, n)?, &values.narrow(1, 0, n)?, offset)?;
+    let out = grouped_attention_reference(
+        q,
+        &keys.narrow(1, 0, n)?,
+        &values.narrow(1, 0, n)?,
+        offset,
+        window,
+    )?;
     Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
 }
 
 /// Grouped-query causal attention from tensor ops. `q`: `[n_head, t, hd]`; `keys`/`values`:
-/// `[n_kv_head, offset + t, hd]`. Queries are processed in chunks of [`ATTN_CHUNK`] so only
-/// one chunk's scores exist at a time. Returns `[n_head, t, hd]`.
+/// `[n_kv_head, offset + t, hd]`; with a sliding `window`, keys that far back or more are
+/// masked. Queries are processed in chunks of [`ATTN_CHUNK`] so only one chunk's scores
+/// exist at a time. Returns `[n_head, t, hd]`.
 pub fn grouped_attention_reference(
     q: &Tensor,
     keys: &Tensor,
     values: &Tensor,
     offset: usize,
+    window: Option<usize>,
 ) -> Result<Tensor> {
     let (nh, t, hd) = q.dims3()?;
     let nkv = keys.dim(0)?;
@@ -711,10 +755,14 @@ pub fn grouped_attention_reference(
         let k = keys.narrow(1, 0, n_keys)?;
         let v = values.narrow(1, 0, n_keys)?;
         let scores = (qc.matmul(&k.t()?)? * scale)?;
-        let scores = if len > 1 {
+        let scores = if len > 1 || window.is_some() {
             let mut m = vec![0f32; len * n_keys];
             for i in 0..len {
-                for x in &mut m[i * n_keys + offset + start + i + 1..(i + 1) * n_keys] {
+                let visible = offset + start + i + 1;
+                let row = &mut m[i * n_keys..(i + 1) * n_keys];
+                let lo = first_visible(visible, window);
+                let (before, rest) = row.split_at_mut(lo);
+                for x in before.iter_mut().chain(&mut rest[visible - lo..]) {
                     *x = f32::NEG_INFINITY;
                 }
             }
@@ -762,13 +810,18 @@ mod tests {
             (64, 3, 3),
         ] {
             for total in [1, 16, 43, 70] {
-                check_group_tiles(hd, nh, nkv, total);
+                for window in WINDOWS {
+                    check_group_tiles(hd, nh, nkv, total, window);
+                }
             }
         }
-        check_group_tiles(64, 12, 1, 37);
+        check_group_tiles(64, 12, 1, 37, None);
     }
 
-    fn check_group_tiles(hd: usize, nh: usize, nkv: usize, total: usize) {
+    /// No window, and sliding windows that end inside, at and past a block of 16 keys.
+    const WINDOWS: [Option<usize>; 5] = [None, Some(1), Some(7), Some(16), Some(21)];
+
+    fn check_group_tiles(hd: usize, nh: usize, nkv: usize, total: usize, w: Option<usize>) {
         if !uses_key_blocks(hd) {
             return;
         }
@@ -784,17 +837,17 @@ mod tests {
             let part = k.narrow(1, start, len).unwrap().contiguous().unwrap();
             blocks.write(start, &part.flatten_all().unwrap().to_vec1().unwrap(), len);
         }
-        let fast = blocked_attention(&q, &blocks, &v, 0).unwrap();
-        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
+        let fast = blocked_attention(&q, &blocks, &v, 0, w).unwrap();
+        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total, w));
         assert!(
             diff < 1e-5,
-            "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
+            "hd {hd} heads {nh}/{nkv} positions {total} window {w:?}: {diff}"
         );
         let half = total.div_ceil(2);
         let short = blocks.prefix(half, half);
         check_reuse_invariance(&q, &fast, half, |q, cached, prefix_copy| {
             let b = if prefix_copy { &short } else { &blocks };
-            blocked_attention(q, b, &v, cached).unwrap()
+            blocked_attention(q, b, &v, cached, w).unwrap()
         });
     }
 
@@ -802,13 +855,15 @@ mod tests {
     fn bf16_group_tiles_match_rounded_reference_and_are_batch_invariant() {
         for (hd, nh, nkv) in [(64, 14, 2), (128, 12, 2), (64, 9, 3), (64, 3, 3)] {
             for total in [1, 16, 43, 70] {
-                check_bf16_tiles(hd, nh, nkv, total);
+                for window in WINDOWS {
+                    check_bf16_tiles(hd, nh, nkv, total, window);
+                }
             }
         }
-        check_bf16_tiles(64, 12, 1, 37);
+        check_bf16_tiles(64, 12, 1, 37, None);
     }
 
-    fn check_bf16_tiles(hd: usize, nh: usize, nkv: usize, total: usize) {
+    fn check_bf16_tiles(hd: usize, nh: usize, nkv: usize, total: usize, w: Option<usize>) {
         if !uses_bf16_blocks(hd) {
             return;
         }
@@ -838,19 +893,19 @@ mod tests {
             };
             blocks.write(start, &part(&k), &part(&v), len);
         }
-        let fast = blocked_attention_bf16(&q, &blocks, 0).unwrap();
+        let fast = blocked_attention_bf16(&q, &blocks, 0, w).unwrap();
         // Queries, keys and values are bf16 values already; the kernel also rounds the
         // probabilities to bf16 (relative error 2⁻⁹), so outputs of size ~1 agree to ~1e-2.
-        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
+        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total, w));
         assert!(
             diff < 2e-2,
-            "hd {hd} heads {nh}/{nkv} positions {total}: {diff}"
+            "hd {hd} heads {nh}/{nkv} positions {total} window {w:?}: {diff}"
         );
         let half = total.div_ceil(2);
         let short = blocks.prefix(half, half);
         check_reuse_invariance(&q, &fast, half, |q, cached, prefix_copy| {
             let b = if prefix_copy { &short } else { &blocks };
-            blocked_attention_bf16(q, b, cached).unwrap()
+            blocked_attention_bf16(q, b, cached, w).unwrap()
         });
     }
 
@@ -879,13 +934,20 @@ mod tests {
     }
 
     /// The tensor-op reference as `[total, n_head * hd]` rows.
-    fn reference_rows(q: &Tensor, k: &Tensor, v: &Tensor, total: usize) -> Tensor {
+    fn reference_rows(
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        total: usize,
+        window: Option<usize>,
+    ) -> Tensor {
         let (nh, _, hd) = q.dims3().unwrap();
         grouped_attention_reference(
             q,
             &k.narrow(1, 0, total).unwrap(),
             &v.narrow(1, 0, total).unwrap(),
             0,
+            window,
         )
         .unwrap()
         .transpose(0, 1)
@@ -967,11 +1029,13 @@ mod tests {
         let q = Tensor::randn(0f32, 1.0, (nh, total, hd), &d).unwrap();
         let k = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
         let v = Tensor::randn(0f32, 1.0, (nkv, cap, hd), &d).unwrap();
-        let fast = causal_attention(&q, &k, &v, 0).unwrap();
-        let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total));
-        assert!(diff < 1e-5, "{diff}");
-        // The last 15 rows computed after 25 cached positions are bit-identical.
-        let tail = causal_attention(&q.narrow(1, 25, 15).unwrap(), &k, &v, 25).unwrap();
-        assert_eq!(flat(&tail), flat(&fast.narrow(0, 25, 15).unwrap()));
+        for w in WINDOWS {
+            let fast = causal_attention(&q, &k, &v, 0, w).unwrap();
+            let diff = max_abs_diff(&fast, &reference_rows(&q, &k, &v, total, w));
+            assert!(diff < 1e-5, "hd {hd} heads {nh}/{nkv} window {w:?}: {diff}");
+            // The last 15 rows computed after 25 cached positions are bit-identical.
+            let tail = causal_attention(&q.narrow(1, 25, 15).unwrap(), &k, &v, 25, w).unwrap();
+            assert_eq!(flat(&tail), flat(&fast.narrow(0, 25, 15).unwrap()));
+        }
     }
 }

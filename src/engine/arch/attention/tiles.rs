@@ -49,24 +49,30 @@ pub struct KvHead<'a> {
     pub values: &'a [f32],
 }
 
-/// Attention for `rows` query rows (`q`: `[rows][hd]`) over positions `0..visible` of one
-/// kv head; writes `out` (`[rows][hd]`). `scores` is scratch space.
+/// Attention for `rows` query rows (`q`: `[rows][hd]`) over positions `lo..visible` of one
+/// kv head (`lo` > 0 for a sliding window); writes `out` (`[rows][hd]`). `scores` is
+/// scratch space. The blocks before `lo`'s block are skipped and the lanes before `lo` in
+/// its block masked, so a row's result depends only on its own position.
 ///
 /// # Safety
 /// The CPU must have AVX-512F; `hd` must satisfy [`supports`]; `kv.blocks` must hold
-/// `visible.div_ceil(16)` blocks and `kv.values` `visible` rows.
+/// `visible.div_ceil(16)` blocks and `kv.values` `visible` rows; `lo < visible`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn attend_group(
     q: &[f32],
     rows: usize,
     kv: &KvHead,
+    lo: usize,
     visible: usize,
     hd: usize,
     scale: f32,
     scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
+    // Work from the block that holds `lo`: positions below are relative to its start.
+    let b0 = lo / W;
+    let (lo, visible) = (lo - b0 * W, visible - b0 * W);
     let nb = visible.div_ceil(W);
     let stride = nb * W;
     scores.clear();
@@ -78,12 +84,13 @@ pub unsafe fn attend_group(
     score_tiles(nb, rows, 2, |b, nblk, r0, r| {
         let args = QkArgs {
             q: q.as_ptr().add(r0 * hd),
-            keys: kv.blocks.as_ptr().add(b * block_stride + head_off),
+            keys: kv.blocks.as_ptr().add((b0 + b) * block_stride + head_off),
             block_stride,
             hd,
             scores: scores.as_mut_ptr().add(r0 * stride + b * W),
             score_stride: stride,
             first_pos: b * W,
+            lo,
             visible,
             scale,
         };
@@ -116,7 +123,7 @@ pub unsafe fn attend_group(
             let args = PvArgs {
                 probs: scores.as_ptr().add(r0 * stride),
                 prob_stride: stride,
-                values: kv.values.as_ptr().add(d0),
+                values: kv.values.as_ptr().add(b0 * W * hd + d0),
                 hd,
                 visible,
                 inv: inv.add(r0),
@@ -168,8 +175,8 @@ fn row_chunks(rows: usize, max: usize, mut f: impl FnMut(usize, usize)) {
     }
 }
 
-/// Write a score tile: `acc[r][n]` × `scale` to row `r`, block `n` of `scores`, with lanes at
-/// or past `visible` set to −∞.
+/// Write a score tile: `acc[r][n]` × `scale` to row `r`, block `n` of `scores`, with lanes
+/// before `lo` or at or past `visible` set to −∞.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn store_scores<const R: usize, const NB: usize>(
@@ -177,18 +184,22 @@ unsafe fn store_scores<const R: usize, const NB: usize>(
     scores: *mut f32,
     stride: usize,
     first_pos: usize,
+    lo: usize,
     visible: usize,
     scale: f32,
 ) {
     let scale = _mm512_set1_ps(scale);
     let neg = _mm512_set1_ps(f32::NEG_INFINITY);
     for n in 0..NB {
-        let live = visible.saturating_sub(first_pos + n * W).min(W);
-        let mask: __mmask16 = if live == W {
+        let start = first_pos + n * W;
+        let live = visible.saturating_sub(start).min(W);
+        let dead = lo.saturating_sub(start).min(W);
+        let below: u32 = if live == W {
             0xffff
         } else {
-            (1u16 << live) - 1
+            (1u32 << live) - 1
         };
+        let mask = (below & !((1u32 << dead) - 1)) as __mmask16;
         for (r, acc) in acc.iter().enumerate() {
             let s = _mm512_mask_blend_ps(mask, neg, _mm512_mul_ps(acc[n], scale));
             _mm512_storeu_ps(scores.add(r * stride + n * W), s);
@@ -216,6 +227,7 @@ struct QkArgs<Q, K> {
     scores: *mut f32,
     score_stride: usize,
     first_pos: usize,
+    lo: usize,
     visible: usize,
     scale: f32,
 }
@@ -241,6 +253,7 @@ unsafe fn qk_tile<const R: usize, const NB: usize>(a: &QkArgs<f32, f32>) {
         a.scores,
         a.score_stride,
         a.first_pos,
+        a.lo,
         a.visible,
         a.scale,
     );
@@ -309,19 +322,23 @@ pub struct Scratch16 {
 ///
 /// # Safety
 /// The CPU must have AVX-512F and AVX-512 BF16; `hd` must satisfy [`supports`]; the blocks
-/// must hold `visible.div_ceil(16)` blocks.
+/// must hold `visible.div_ceil(16)` blocks; `lo < visible`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 pub unsafe fn attend_group_bf16(
     q: &[f32],
     rows: usize,
     kv: &KvHead16,
+    lo: usize,
     visible: usize,
     hd: usize,
     scale: f32,
     scratch: &mut Scratch16,
     out: &mut [f32],
 ) {
+    // As in `attend_group`: from the block that holds `lo`, positions relative to it.
+    let b0 = lo / W;
+    let (lo, visible) = (lo - b0 * W, visible - b0 * W);
     let nb = visible.div_ceil(W);
     let stride = nb * W;
     let Scratch16 {
@@ -347,12 +364,13 @@ pub unsafe fn attend_group_bf16(
     score_tiles(nb, rows, QK16_BLOCKS, |b, nblk, r0, r| {
         let args = QkArgs {
             q: qb.as_ptr().add(r0 * hd) as *const u32,
-            keys: kv.keys.as_ptr().add(b * block_stride + head_off),
+            keys: kv.keys.as_ptr().add((b0 + b) * block_stride + head_off),
             block_stride,
             hd,
             scores: scores.as_mut_ptr().add(r0 * stride + b * W),
             score_stride: stride,
             first_pos: b * W,
+            lo,
             visible,
             scale,
         };
@@ -390,7 +408,7 @@ pub unsafe fn attend_group_bf16(
             let args = PvArgs16 {
                 probs: probs.as_ptr().add(r0 * stride) as *const u32,
                 prob_stride: stride / 2,
-                values: kv.values.as_ptr(),
+                values: kv.values.as_ptr().add(b0 * block_stride),
                 block_stride,
                 head_off,
                 d0,
@@ -439,6 +457,7 @@ unsafe fn qk_tile16<const R: usize, const NB: usize>(a: &QkArgs<u32, u16>) {
         a.scores,
         a.score_stride,
         a.first_pos,
+        a.lo,
         a.visible,
         a.scale,
     );
