@@ -1,7 +1,8 @@
 //! `quire bench engine`: Quire's prefill and decode speed against llama.cpp on the same
 //! token ids, and against the decode limit set by the machine's memory bandwidth.
 //!
-//! Measures, on the CPU:
+//! Measures, on the CPU (or, with `quire bench engine --device cuda`, on an NVIDIA GPU
+//! against llama.cpp with every layer offloaded to it — see [`run_on`]):
 //! * prefill tokens/s for a 512- and a 2,048-token prompt (best of R, fresh KV cache each);
 //! * decode tokens/s for exactly N greedy tokens after the 512-token prompt (a loop of
 //!   `model.forward` + argmax that does not stop at EOS);
@@ -100,9 +101,12 @@ pub struct QuireNumbers {
     pub peak_rss_scope: String,
     /// Threads rayon used.
     pub threads: usize,
-    /// Quire's matmul kernels that ran (`Vnni`, `Avx2`, `Portable`).
+    /// Quire's matmul kernels that ran (`Vnni`, `Avx2`, `Portable`; `candle` on a GPU).
     #[serde(default)]
     pub kernels: String,
+    /// The device Quire ran on (`cpu`, `cuda`, `metal`).
+    #[serde(default)]
+    pub device: String,
 }
 
 /// llama.cpp's numbers, from two runs of the Python script.
@@ -194,6 +198,9 @@ pub struct EngineReport {
     pub long_prompt_tokens: usize,
     /// Quire.
     pub quire: QuireNumbers,
+    /// Where both engines ran: `cpu`, or the GPU device Quire was given (`cuda`,
+    /// `cuda:N`); on a GPU llama.cpp offloads every layer.
+    pub device: String,
     /// llama.cpp, when compared and it ran.
     pub llama_cpp: Option<LlamaCppNumbers>,
     /// Why llama.cpp has no numbers, when compared and it did not run.
@@ -238,12 +245,28 @@ pub fn measure_quire(
     repeats: usize,
     rss_scope: &str,
 ) -> Result<QuireNumbers> {
+    measure_quire_on(model, &Device::Cpu, ids, short, decode, repeats, rss_scope)
+}
+
+/// [`measure_quire`] on `device`. On a GPU the device is synchronized before each prefill
+/// time is read (kernels run asynchronously); the decode loop's argmax copies the logits
+/// to the host each step, which waits for them.
+pub fn measure_quire_on(
+    model: &Path,
+    device: &Device,
+    ids: &[u32],
+    short: usize,
+    decode: usize,
+    repeats: usize,
+    rss_scope: &str,
+) -> Result<QuireNumbers> {
     anyhow::ensure!(
         short <= ids.len() && short > 0,
         "short prompt longer than the prompt"
     );
     let t0 = Instant::now();
-    let engine = Engine::load(model, &Device::Cpu, &LoadOptions::default())?;
+    let engine = Engine::load(model, device, &LoadOptions::default())?;
+    engine.device.synchronize()?;
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = engine.config().clone();
     anyhow::ensure!(
@@ -260,6 +283,7 @@ pub fn measure_quire(
         let mut cache = KvCache::with_capacity(&cfg, &engine.device, short + decode + 16)?;
         let t = Instant::now();
         let mut logits = engine.prefill(&mut cache, &ids[..short])?;
+        engine.device.synchronize()?;
         let prefill = t.elapsed().as_secs_f64();
         let mut next = argmax(&logits)?;
         if r == 0 {
@@ -284,6 +308,7 @@ pub fn measure_quire(
         let mut cache = KvCache::with_capacity(&cfg, &engine.device, ids.len() + 16)?;
         let t = Instant::now();
         engine.prefill(&mut cache, ids)?;
+        engine.device.synchronize()?;
         let dt = t.elapsed().as_secs_f64();
         best_long = best_long.min(dt);
         eprintln!(
@@ -310,7 +335,12 @@ pub fn measure_quire(
         peak_rss_mib: sys::peak_rss_mib(),
         peak_rss_scope: rss_scope.to_string(),
         threads: rayon::current_num_threads(),
-        kernels: format!("{:?}", crate::engine::kernels::Isa::detect()),
+        kernels: if engine.device.is_cpu() {
+            format!("{:?}", crate::engine::kernels::Isa::detect())
+        } else {
+            engine.kernels.clone()
+        },
+        device: crate::engine::device::device_kind(&engine.device).to_string(),
     })
 }
 
@@ -404,16 +434,59 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
 /// SIGILL in VMs that list AMX) is rebuilt. A venv named by `$QUIRE_LLAMA_CPP_VENV` is the
 /// user's and is used as it is.
 pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
-    let python = isa.llama_python(&llama_python_path());
+    ensure_llama_venv(
+        isa.llama_python(&llama_python_path()),
+        &isa.llama_cmake_args(CpuFeatures::detect()),
+        &format!("--isa {}", isa.name()),
+    )
+}
+
+/// `CMAKE_ARGS` for llama-cpp-python on an NVIDIA GPU: the native CPU build's options
+/// (AMX off, see [`BenchIsa::llama_cmake_args`]) with `GGML_CUDA=ON`, for the GPUs of this
+/// machine only (`CMAKE_CUDA_ARCHITECTURES=native`: one architecture compiles in minutes,
+/// all of them in far more).
+pub fn llama_cuda_cmake_args(cpu: CpuFeatures) -> String {
+    BenchIsa::Native.llama_cmake_args(cpu).replace(
+        "-DGGML_CUDA=OFF",
+        "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native",
+    )
+}
+
+/// A python whose llama-cpp-python offloads to CUDA: `$QUIRE_LLAMA_CPP_VENV` when set (the
+/// user's venv, used as it is: `scripts/gpu-check.sh` builds one with `GGML_CUDA=ON`),
+/// else a sibling `…/venv-cuda` of the default venv, created and built with
+/// [`llama_cuda_cmake_args`] if missing. Whether that build can offload is checked when
+/// the benchmark runs (`llama_supports_gpu_offload`).
+pub fn ensure_llama_python_cuda() -> Result<PathBuf> {
+    let python = llama_python_path();
+    let users_venv = std::env::var_os("QUIRE_LLAMA_CPP_VENV").is_some_and(|v| !v.is_empty());
+    let python = if users_venv {
+        python
+    } else {
+        let venv = python
+            .parent()
+            .and_then(Path::parent)
+            .context("cannot tell the venv directory from the python path")?;
+        venv.with_file_name("venv-cuda").join("bin").join("python")
+    };
+    ensure_llama_venv(
+        python,
+        &llama_cuda_cmake_args(CpuFeatures::detect()),
+        "--device cuda",
+    )
+}
+
+/// The venv of `python`, with llama-cpp-python built with `cmake_args` (`what` names the
+/// choice in messages); see [`ensure_llama_python_for`].
+fn ensure_llama_venv(python: PathBuf, cmake_args: &str, what: &str) -> Result<PathBuf> {
     let venv = python
         .parent()
         .and_then(Path::parent)
         .context("cannot tell the venv directory from the python path")?
         .to_path_buf();
-    let cmake_args = isa.llama_cmake_args(CpuFeatures::detect());
     let users_venv = std::env::var_os("QUIRE_LLAMA_CPP_VENV").is_some_and(|v| !v.is_empty());
     let installed = has_llama_cpp(&python);
-    if installed && (users_venv || built_with(&venv, &cmake_args)) {
+    if installed && (users_venv || built_with(&venv, cmake_args)) {
         return Ok(python);
     }
     if installed {
@@ -423,10 +496,9 @@ pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
         );
     } else {
         eprintln!(
-            "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} for --isa {} (it compiles llama.cpp: about 15 minutes on 2 cores)",
+            "llama.cpp: no llama-cpp-python at {}; creating the venv {} and installing llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} for {what} (it compiles llama.cpp: about 15 minutes on 2 cores)",
             python.display(),
             venv.display(),
-            isa.name()
         );
     }
     if !python.is_file() {
@@ -462,7 +534,7 @@ pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
             // chrF for `quire bench quality` (checked separately by `ensure_sacrebleu`).
             "sacrebleu",
         ])
-        .env("CMAKE_ARGS", &cmake_args)
+        .env("CMAKE_ARGS", cmake_args)
         .env(
             "CMAKE_BUILD_PARALLEL_LEVEL",
             sys::logical_cpus().to_string(),
@@ -482,6 +554,23 @@ pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
     Ok(python)
 }
 
+/// Runs `benches/llama_cpp_bench.py` (its path is the first argument) with every layer
+/// offloaded to the GPU: `Llama(n_gpu_layers=-1)` unless the script names a number. Exits
+/// with a message when the llama-cpp-python was built without GPU support.
+const LLAMA_GPU_WRAPPER: &str = r#"import runpy, sys
+import llama_cpp
+if not llama_cpp.llama_supports_gpu_offload():
+    sys.exit("llama.cpp: this llama-cpp-python cannot offload to a GPU; build it with CMAKE_ARGS='-DGGML_CUDA=ON' (scripts/gpu-check.sh does)")
+_init = llama_cpp.Llama.__init__
+def _offload(self, *args, **kwargs):
+    kwargs.setdefault("n_gpu_layers", -1)
+    _init(self, *args, **kwargs)
+llama_cpp.Llama.__init__ = _offload
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"#;
+
+#[allow(clippy::too_many_arguments)]
 fn run_llama_script(
     python: &Path,
     script: &Path,
@@ -490,8 +579,13 @@ fn run_llama_script(
     ids_file: &Path,
     decode: usize,
     repeats: usize,
+    gpu: bool,
 ) -> Result<serde_json::Value> {
-    let out = Command::new(python)
+    let mut cmd = Command::new(python);
+    if gpu {
+        cmd.args(["-c", LLAMA_GPU_WRAPPER]);
+    }
+    let out = cmd
         .arg(script)
         .arg("--model")
         .arg(model)
@@ -526,7 +620,8 @@ fn num(v: &serde_json::Value, key: &str) -> Result<f64> {
 }
 
 /// llama.cpp on the same ids: one run with the short prompt and decoding, one with the long
-/// prompt and no decoding.
+/// prompt and no decoding; with `gpu`, every layer offloaded to the GPU.
+#[allow(clippy::too_many_arguments)]
 pub fn measure_llama_cpp(
     python: &Path,
     model: &Path,
@@ -535,6 +630,7 @@ pub fn measure_llama_cpp(
     short: usize,
     decode: usize,
     repeats: usize,
+    gpu: bool,
 ) -> Result<LlamaCppNumbers> {
     let script =
         llama_script().context("benches/llama_cpp_bench.py not found (run from the repository)")?;
@@ -552,20 +648,23 @@ pub fn measure_llama_cpp(
         &short_file,
         decode,
         repeats,
+        gpu,
     )?;
     eprintln!("llama.cpp: {}-token prompt, best of {repeats}", ids.len());
-    let b = run_llama_script(python, &script, model, threads, &long_file, 0, repeats)?;
+    let b = run_llama_script(python, &script, model, threads, &long_file, 0, repeats, gpu)?;
     let rss = [a.get("peak_rss_mib"), b.get("peak_rss_mib")]
         .into_iter()
         .flatten()
         .filter_map(|v| v.as_f64())
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
     Ok(LlamaCppNumbers {
-        engine: a
-            .get("engine")
-            .and_then(|v| v.as_str())
-            .unwrap_or("llama.cpp")
-            .to_string(),
+        engine: format!(
+            "{}{}",
+            a.get("engine")
+                .and_then(|v| v.as_str())
+                .unwrap_or("llama.cpp"),
+            if gpu { " (GPU, all layers)" } else { "" }
+        ),
         load_s: num(&a, "load_s")?,
         prefill_short_tok_s: num(&a, "prefill_tok_s")?,
         prefill_long_tok_s: num(&b, "prefill_tok_s")?,
@@ -583,7 +682,12 @@ pub fn measure_llama_cpp(
     })
 }
 
-fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result<QuireNumbers> {
+fn run_quire_child(
+    exe: &Path,
+    opts: &EngineBenchOptions,
+    device: &str,
+    ids: &[u32],
+) -> Result<QuireNumbers> {
     let dir = tempfile::tempdir()?;
     let ids_file = dir.path().join("ids.json");
     std::fs::write(&ids_file, serde_json::to_vec(ids)?)?;
@@ -597,6 +701,7 @@ fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result
             &opts.repeats.to_string(),
         ])
         .args(["--decode-tokens", &opts.decode_tokens.to_string()])
+        .args(["--device", device])
         .arg("--worker-ids")
         .arg(&ids_file)
         .env("RAYON_NUM_THREADS", opts.threads.to_string());
@@ -619,8 +724,36 @@ fn run_quire_child(exe: &Path, opts: &EngineBenchOptions, ids: &[u32]) -> Result
     Ok(serde_json::from_str(line)?)
 }
 
-/// Run the whole engine benchmark.
+/// Run the whole engine benchmark on the CPU.
 pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
+    run_on(opts, "cpu")
+}
+
+/// Run the whole engine benchmark with Quire on `device` (`cpu`, `cuda`, `cuda:N` or
+/// `metal`, as [`crate::engine::device::parse_device`] reads it). On `cuda…` llama.cpp runs
+/// from a llama-cpp-python built with `GGML_CUDA=ON` ([`ensure_llama_python_cuda`]) with
+/// every layer offloaded; the memory-bandwidth limit, measured on host memory, then does not
+/// bound either engine and is reported only for reference.
+pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
+    let device = device.trim().to_ascii_lowercase();
+    let on_gpu = device != "cpu";
+    if device == "auto" {
+        bail!("--device auto: name the device to measure (cpu, cuda, cuda:N or metal)");
+    }
+    if on_gpu && opts.isa != BenchIsa::Native {
+        bail!(
+            "--isa {} holds CPU kernels to an instruction set; with --device {device} use --isa native",
+            opts.isa.name()
+        );
+    }
+    if on_gpu && opts.compare_llama_cpp && !device.starts_with("cuda") {
+        bail!("--compare llama.cpp on a GPU is wired for --device cuda[:N] only, not {device}");
+    }
+    if on_gpu {
+        // Refused here, before llama.cpp's venv is built or anything is measured, when this
+        // build or machine has no such device.
+        crate::engine::device::parse_device(&device)?;
+    }
     opts.isa.check(CpuFeatures::detect())?;
     if opts.isa != BenchIsa::Native && matches!(opts.quire, QuireRunner::InProcess) {
         bail!(
@@ -645,7 +778,12 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     // overlap with the measurements.
     let mut llama_error = None;
     let python = if opts.compare_llama_cpp {
-        match ensure_llama_python_for(opts.isa) {
+        let python = if on_gpu {
+            ensure_llama_python_cuda()
+        } else {
+            ensure_llama_python_for(opts.isa)
+        };
+        match python {
             Ok(p) => Some(p),
             Err(e) => {
                 eprintln!("warning: llama.cpp comparison unavailable: {e:#}");
@@ -663,15 +801,16 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     let bandwidth_before = sys::memory_bandwidth(threads, 512, 5);
 
     let quire = match &opts.quire {
-        QuireRunner::InProcess => measure_quire(
+        QuireRunner::InProcess => measure_quire_on(
             &opts.model,
+            &crate::engine::device::parse_device(&device)?,
             &ids,
             SHORT_PROMPT,
             opts.decode_tokens,
             opts.repeats,
             "whole benchmark process",
         )?,
-        QuireRunner::Child(exe) => run_quire_child(exe, opts, &ids)?,
+        QuireRunner::Child(exe) => run_quire_child(exe, opts, &device, &ids)?,
     };
 
     let llama = match &python {
@@ -683,6 +822,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
             SHORT_PROMPT,
             opts.decode_tokens,
             opts.llama_repeats.max(1),
+            on_gpu,
         ) {
             Ok(n) => Some(n),
             Err(e) => {
@@ -697,7 +837,12 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     eprintln!("memory bandwidth: {threads} threads reading 512 MiB, best of 5 (after)");
     let bandwidth = bandwidth_before.merge(sys::memory_bandwidth(threads, 512, 5));
     let limit = bandwidth.read_gb_s * 1e9 / weights.per_token_bytes as f64;
-    let kv = KvLayout::for_device(&cfg, &Device::Cpu);
+    // A GPU cache stores f32 rows; the CPU's layout depends on the CPU.
+    let kv = if on_gpu {
+        KvLayout::Rows
+    } else {
+        KvLayout::for_device(&cfg, &Device::Cpu)
+    };
     let l = llama.as_ref();
     Ok(EngineReport {
         model: opts
@@ -736,6 +881,7 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
         quire_decode_pct_of_limit: 100.0 * quire.decode_tok_s / limit,
         llama_cpp_decode_pct_of_limit: l.map(|l| 100.0 * l.decode_tok_s / limit),
         quire,
+        device,
         llama_cpp: llama,
         llama_cpp_error: llama_error,
     })
@@ -819,7 +965,15 @@ pub fn render_text(r: &EngineReport) -> String {
             .unwrap_or_default()
     ));
     s.push_str(&format!(
-        "method   CPU, the same {}/{} token ids for both engines, best of {} (Quire) / {} (llama.cpp), greedy decode of exactly {} tokens after the {}-token prompt\nload     load average {} at start, {} at end (1/5/15 min; above 0 means other work shared the CPUs)\n\n",
+        "method   {}, the same {}/{} token ids for both engines, best of {} (Quire) / {} (llama.cpp), greedy decode of exactly {} tokens after the {}-token prompt\nload     load average {} at start, {} at end (1/5/15 min; above 0 means other work shared the CPUs)\n\n",
+        if r.device == "cpu" {
+            "CPU".to_string()
+        } else {
+            format!(
+                "device {} (Quire: {} kernels; llama.cpp: every layer offloaded)",
+                r.device, q.kernels
+            )
+        },
         r.short_prompt_tokens,
         r.long_prompt_tokens,
         r.repeats,
@@ -847,6 +1001,12 @@ pub fn render_text(r: &EngineReport) -> String {
         q.peak_rss_scope
     ));
     let w = &r.weights;
+    if r.device != "cpu" {
+        s.push_str(&format!(
+            "\nthe limit below is the host's memory, for reference only: both engines decoded on {}\n",
+            r.device
+        ));
+    }
     s.push_str(&format!(
         "\nmemory-bandwidth limit on decode\n  read bandwidth        {:.2} GB/s ({} threads, {} MiB buffer, best of {} runs before and after the engines ran; slowest {:.1})\n  weight bytes / token  {:.1} MB (tensors {:.1} MB{}; embedding table {:.1} MB)\n  KV bytes / token      {:.1} MB at {} tokens of context ({}; not in the limit)\n  decode limit          {:.1} tok/s\n  Quire                 {:.2} tok/s = {:.0}% of the limit\n",
         r.bandwidth.read_gb_s,
@@ -883,6 +1043,16 @@ mod tests {
         // Only checks the shape of the default path (the environment is left alone).
         let p = llama_python_path();
         assert!(p.ends_with("bin/python") || p.is_file());
+    }
+
+    #[test]
+    fn the_cuda_build_of_llama_cpp_keeps_the_cpu_options_and_turns_cuda_on() {
+        let cpu = CpuFeatures::default();
+        let args = llama_cuda_cmake_args(cpu);
+        assert!(args.contains("-DGGML_CUDA=ON") && !args.contains("-DGGML_CUDA=OFF"));
+        assert!(args.contains("-DCMAKE_CUDA_ARCHITECTURES=native"));
+        assert!(args.contains("-DGGML_AMX_TILE=OFF"), "{args}");
+        assert_ne!(args, BenchIsa::Native.llama_cmake_args(cpu));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod doc;
 pub mod lang;
 pub mod numbers;
 mod structure;
+pub use structure::hollow;
 
 pub use crate::glossary::{Glossary, GlossaryEntry};
 

@@ -489,18 +489,27 @@ fn tables(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
     }
 }
 
+/// Whether `translation` of `source` (a table cell, a heading, any short piece) lost its
+/// content: the source has words (three letters or digits or more) and the translation has
+/// none, or is a bare "none" (`无`, `N/A`), or only punctuation (`-`, `…`) — unless the source
+/// was that already.
+pub fn hollow(source: &str, translation: &str) -> bool {
+    let trim = |x: &str| x.trim().trim_end_matches(['。', '.']).to_string();
+    let (a, b) = (trim(source), trim(translation));
+    let words = a.chars().filter(|c| c.is_alphanumeric()).count();
+    let nothing = b.chars().filter(|c| c.is_alphanumeric()).count() == 0
+        || ["无", "空", "N/A", "n/a", "None", "none", "暂无"].contains(&b.as_str());
+    words >= 3 && nothing && a != b
+}
+
 /// Cells of a table of the same shape whose content the translation dropped: a source
-/// cell with words became empty or a bare "none" (`无`, `-`, `N/A`).
+/// cell with words became empty or a bare "none" ([`hollow`]).
 fn emptied_cells(s: &Doc, i: usize, t: &Doc, j: usize, ctx: &CheckContext, out: &mut Vec<Finding>) {
     let (st, tt) = (&s.tables[i], &t.tables[j]);
     let cols = st.cols.max(1);
     for (k, (a, b)) in st.cells.iter().zip(&tt.cells).enumerate() {
-        let words = a.chars().filter(|c| c.is_alphanumeric()).count();
         let b = b.trim().trim_end_matches(['。', '.']);
-        let nothing = b.chars().filter(|c| c.is_alphanumeric()).count() == 0
-            || ["无", "空", "N/A", "n/a", "None", "none", "暂无"].contains(&b);
-        let same = a.trim().trim_end_matches(['。', '.']) == b;
-        if words >= 3 && nothing && !same {
+        if hollow(a, b) {
             out.push(ctx.finding(
                 Category::Table,
                 Severity::Error,

@@ -149,6 +149,12 @@ pub struct EngineArgs {
     /// A .gguf path or a known model name.
     #[arg(long, short = 'm', default_value = BENCH_DEFAULT_MODEL)]
     pub model: String,
+    /// Where Quire runs: cpu, cuda, cuda:N or metal (a GPU needs a build with `--features
+    /// cuda` / `metal`). With cuda, `--compare llama.cpp` offloads every layer of llama.cpp
+    /// to the GPU, from a llama-cpp-python built with GGML_CUDA=ON ($QUIRE_LLAMA_CPP_VENV,
+    /// else …/venv-cuda beside the default venv, created if missing).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// Threads for both engines (default: all logical CPUs).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -339,7 +345,13 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
     let model =
         crate::model_store::resolve_model(Some(&a.model), true, a.json || a.worker_ids.is_some())?;
+    let on_cpu = a.device.trim().eq_ignore_ascii_case("cpu");
     if let Some(draft) = &a.draft {
+        anyhow::ensure!(
+            on_cpu,
+            "--draft measures speculative decoding, which needs Quire's CPU kernels: drop --device {}",
+            a.device
+        );
         let report = crate::bench::draft::run(&crate::bench::draft::DraftBenchOptions {
             model,
             draft: crate::model_store::resolve_model(Some(draft), true, a.json)?,
@@ -361,8 +373,9 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
             &std::fs::read(ids_file)
                 .with_context(|| format!("cannot read {}", ids_file.display()))?,
         )?;
-        let n = engine::measure_quire(
+        let n = engine::measure_quire_on(
             &model,
+            &crate::engine::device::parse_device(&a.device)?,
             &ids,
             engine::SHORT_PROMPT,
             a.decode_tokens,
@@ -377,16 +390,19 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
     } else {
         QuireRunner::Child(std::env::current_exe().context("cannot find this executable")?)
     };
-    let report = engine::run(&EngineBenchOptions {
-        model,
-        threads,
-        repeats: a.repeats.max(1),
-        llama_repeats: a.llama_repeats.max(1),
-        decode_tokens: a.decode_tokens,
-        compare_llama_cpp: a.compare.is_some(),
-        quire,
-        isa: a.isa,
-    })?;
+    let report = engine::run_on(
+        &EngineBenchOptions {
+            model,
+            threads,
+            repeats: a.repeats.max(1),
+            llama_repeats: a.llama_repeats.max(1),
+            decode_tokens: a.decode_tokens,
+            compare_llama_cpp: a.compare.is_some(),
+            quire,
+            isa: a.isa,
+        },
+        &a.device,
+    )?;
     emit(&report, a.json, a.json_file.as_deref(), engine::render_text)
 }
 

@@ -4,7 +4,7 @@ use super::{DraftArgs, ModelArgs};
 use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::sampling::SamplingParams;
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use std::io::Write;
 
 /// Arguments of `quire generate`.
@@ -43,26 +43,46 @@ pub struct GenerateArgs {
     /// Stop before this string (repeatable).
     #[arg(long = "stop")]
     pub stop: Vec<String>,
-    /// Treat --prompt as raw text, not as a chat message.
+    /// Send --prompt as it is, with no chat template (a base model's plain completion, as
+    /// llama.cpp's completion runs it): the BOS token goes first when the model's tokenizer
+    /// asks for one, and special-token text in the prompt becomes its token. --system is
+    /// refused.
     #[arg(long)]
     pub raw: bool,
+    /// Also print the prompt's and the generated token ids, as one JSON line on stderr
+    /// (`{"prompt_ids":[…],"generated_ids":[…]}`), to compare with another engine token for
+    /// token.
+    #[arg(long)]
+    pub print_ids: bool,
 }
 
 /// Run `quire generate`.
 pub fn run(args: GenerateArgs) -> Result<i32> {
     let engine = args.model.load(false)?;
     let mut draft = args.draft.load(&engine)?;
-    let prompt_text = if args.raw {
-        args.prompt.clone()
+    let tokens = if args.raw {
+        if args.system.is_some() {
+            bail!("--system needs a chat template; --raw sends --prompt as it is");
+        }
+        let mut tokens = engine.encode(&args.prompt)?;
+        if engine.tokenizer.add_bos {
+            let bos = engine.tokenizer.bos_id.with_context(|| {
+                format!(
+                    "{}: the tokenizer asks for a BOS token but names none",
+                    engine.path.display()
+                )
+            })?;
+            tokens.insert(0, bos);
+        }
+        tokens
     } else {
         let mut msgs = Vec::new();
         if let Some(s) = &args.system {
             msgs.push(Message::system(s.clone()));
         }
         msgs.push(Message::user(args.prompt.clone()));
-        engine.template.render(&msgs, true)?
+        engine.encode(&engine.template.render(&msgs, true)?)?
     };
-    let tokens = engine.encode(&prompt_text)?;
     let params = GenerationParams {
         max_new_tokens: args.max_tokens,
         sampling: SamplingParams {
@@ -99,6 +119,12 @@ pub fn run(args: GenerateArgs) -> Result<i32> {
         gen.decode_tokens_per_second(),
         gen.finish
     );
+    if args.print_ids {
+        eprintln!(
+            "{}",
+            serde_json::json!({"prompt_ids": tokens, "generated_ids": gen.tokens})
+        );
+    }
     if let Some(d) = &draft {
         eprintln!(
             "draft {} | {} tokens proposed, {} accepted ({:.0}%)",

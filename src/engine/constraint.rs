@@ -68,8 +68,10 @@ impl PartialEq for Constraint {
 
 /// The bytes each token id stands for (byte-level BPE pieces decoded through the GPT-2
 /// byte table, `<0xNN>` byte tokens, `▁` as a space), so constraints can judge a token
-/// before it is decoded.
-pub fn token_bytes(tokenizer: &tokenizers::Tokenizer) -> Vec<Vec<u8>> {
+/// before it is decoded. `sentencepiece`: the vocabulary is SentencePiece's, whose pieces
+/// are UTF-8 text (`▁` for a space, `<0xNN>` for a byte) and never go through the GPT-2
+/// table (`é` is two bytes there, not the byte 0xE9).
+pub fn token_bytes(tokenizer: &tokenizers::Tokenizer, sentencepiece: bool) -> Vec<Vec<u8>> {
     let n = tokenizer.get_vocab_size(true);
     let table = byte_decoder();
     (0..n as u32)
@@ -83,6 +85,9 @@ pub fn token_bytes(tokenizer: &tokenizers::Tokenizer) -> Vec<Vec<u8>> {
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
             {
                 return vec![b];
+            }
+            if sentencepiece {
+                return piece.replace('\u{2581}', " ").into_bytes();
             }
             let mapped: Option<Vec<u8>> = piece.chars().map(|c| table.get(&c).copied()).collect();
             mapped.unwrap_or_else(|| piece.replace('\u{2581}', " ").into_bytes())
@@ -110,6 +115,29 @@ fn byte_decoder() -> std::collections::HashMap<char, u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentencepiece_pieces_are_utf8_text() {
+        let tokens: Vec<String> = ["<unk>", "<0x0A>", "\u{2581}café", "é", "<end_of_turn>"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        let t = crate::engine::tokenizer::spm_tokenizer(
+            &tokens,
+            &[0.0, 0.0, -1.0, -2.0, 0.0],
+            &[2, 6, 1, 1, 3],
+            false,
+            Some(0),
+        )
+        .unwrap();
+        let bytes = token_bytes(&t, true);
+        assert_eq!(bytes[1], b"\n");
+        assert_eq!(bytes[2], " café".as_bytes());
+        assert_eq!(bytes[3], "é".as_bytes());
+        assert_eq!(bytes[4], b"<end_of_turn>");
+        // Read as byte-level BPE, "é" would be the single byte 0xE9.
+        assert_eq!(token_bytes(&t, false)[3], [0xE9]);
+    }
 
     #[test]
     fn byte_table_round_trips_all_bytes() {

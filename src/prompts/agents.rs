@@ -3,6 +3,7 @@
 //! fixed head of the user message — and marks where the per-call part starts, so the
 //! engine computes the stable prefix once ([`crate::engine::stable_prefix`]).
 
+use super::profile::PromptProfile;
 use crate::engine::chat_template::Message;
 use crate::engine::constraint::TextConstraint;
 use crate::engine::stable_prefix::SplitPoint;
@@ -35,6 +36,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("templates/emphasis_system.j2"),
     ),
     ("emphasis_user", include_str!("templates/emphasis_user.j2")),
+    (
+        "translate_hy_mt",
+        include_str!("templates/translate_hy_mt.j2"),
+    ),
 ];
 
 /// Marker rendered where the per-call part of a user message begins (removed before use).
@@ -157,6 +162,131 @@ pub fn translate_prompt(
         prompt.split.message += 2;
     }
     Ok(prompt)
+}
+
+/// The translation agent's prompt for `profile`: [`translate_prompt`] for
+/// [`PromptProfile::Guide`] (byte for byte), [`hy_mt_translate_prompt`] for
+/// [`PromptProfile::HyMt`] (which takes only the languages, the passage's terms and the
+/// passage).
+#[allow(clippy::too_many_arguments)]
+pub fn translate_prompt_for(
+    profile: PromptProfile,
+    guide: &str,
+    source_lang: &str,
+    target_lang: &str,
+    glossary: &[GlossaryEntry],
+    unit_terms: &[GlossaryEntry],
+    findings: &[String],
+    passage: &str,
+    example: Option<(&str, &str)>,
+) -> Result<AgentPrompt> {
+    match profile {
+        PromptProfile::Guide => translate_prompt(
+            guide,
+            source_lang,
+            target_lang,
+            glossary,
+            unit_terms,
+            findings,
+            passage,
+            example,
+        ),
+        PromptProfile::HyMt => {
+            hy_mt_translate_prompt(source_lang, target_lang, unit_terms, passage)
+        }
+    }
+}
+
+/// The translation prompt Tencent documents for its translation models (HY-MT1.5's model
+/// card; Hy-MT2's has the same wording): one user message and no system message (the models
+/// have none). A pair with Chinese on either side gets the Chinese instruction
+/// ("将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：", a blank line, the passage),
+/// any other pair the English one ("Translate the following segment into French, without
+/// additional explanation.", a blank line, the passage). The passage's terms (`unit_terms`)
+/// go first in the cards' terminology-intervention format: "参考下面的翻译：", one
+/// "TERM 翻译成 TRANSLATION" line each, a blank line, the Chinese instruction and the
+/// passage on the next line. The guide, a chapter's worked example and a previous attempt's
+/// findings are not sent: the documented formats have no place for them. The per-call part
+/// starts after the instruction, or at the start where the terms (which differ per passage)
+/// lead.
+pub fn hy_mt_translate_prompt(
+    source_lang: &str,
+    target_lang: &str,
+    unit_terms: &[GlossaryEntry],
+    passage: &str,
+) -> Result<AgentPrompt> {
+    let (target_en, target_zh) = hy_mt_language(target_lang);
+    let chinese = [source_lang, target_lang].iter().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l == "zh" || l.starts_with("zh-") || l == "yue"
+    });
+    let user = render(
+        "translate_hy_mt",
+        minijinja::context! {
+            terms => views(unit_terms), chinese, target_en, target_zh, passage, split => SPLIT,
+        },
+    )?;
+    let offset = user
+        .find(SPLIT)
+        .ok_or_else(|| anyhow!("prompt template lacks its split marker"))?;
+    Ok(AgentPrompt {
+        messages: vec![Message::user(user.replacen(SPLIT, "", 1))],
+        split: SplitPoint { message: 0, offset },
+    })
+}
+
+/// A language's English and Chinese names as the Hunyuan translation models' cards list
+/// them (the code itself for one they do not list).
+fn hy_mt_language(code: &str) -> (String, String) {
+    const NAMES: &[(&str, &str, &str)] = &[
+        ("zh", "Chinese", "中文"),
+        ("zh-cn", "Chinese", "中文"),
+        ("zh-hans", "Chinese", "中文"),
+        ("zh-tw", "Traditional Chinese", "繁体中文"),
+        ("zh-hant", "Traditional Chinese", "繁体中文"),
+        ("yue", "Cantonese", "粤语"),
+        ("en", "English", "英语"),
+        ("fr", "French", "法语"),
+        ("pt", "Portuguese", "葡萄牙语"),
+        ("es", "Spanish", "西班牙语"),
+        ("ja", "Japanese", "日语"),
+        ("tr", "Turkish", "土耳其语"),
+        ("ru", "Russian", "俄语"),
+        ("ar", "Arabic", "阿拉伯语"),
+        ("ko", "Korean", "韩语"),
+        ("th", "Thai", "泰语"),
+        ("it", "Italian", "意大利语"),
+        ("de", "German", "德语"),
+        ("vi", "Vietnamese", "越南语"),
+        ("ms", "Malay", "马来语"),
+        ("id", "Indonesian", "印尼语"),
+        ("tl", "Filipino", "菲律宾语"),
+        ("hi", "Hindi", "印地语"),
+        ("pl", "Polish", "波兰语"),
+        ("cs", "Czech", "捷克语"),
+        ("nl", "Dutch", "荷兰语"),
+        ("km", "Khmer", "高棉语"),
+        ("my", "Burmese", "缅甸语"),
+        ("fa", "Persian", "波斯语"),
+        ("gu", "Gujarati", "古吉拉特语"),
+        ("ur", "Urdu", "乌尔都语"),
+        ("te", "Telugu", "泰卢固语"),
+        ("mr", "Marathi", "马拉地语"),
+        ("he", "Hebrew", "希伯来语"),
+        ("bn", "Bengali", "孟加拉语"),
+        ("ta", "Tamil", "泰米尔语"),
+        ("uk", "Ukrainian", "乌克兰语"),
+        ("bo", "Tibetan", "藏语"),
+        ("kk", "Kazakh", "哈萨克语"),
+        ("mn", "Mongolian", "蒙古语"),
+        ("ug", "Uyghur", "维吾尔语"),
+    ];
+    let lower = code.to_ascii_lowercase();
+    NAMES
+        .iter()
+        .find(|(c, _, _)| *c == lower)
+        .map(|(_, en, zh)| (en.to_string(), zh.to_string()))
+        .unwrap_or_else(|| (code.to_string(), code.to_string()))
 }
 
 /// The glossary agent's prompt for one candidate term.
@@ -394,6 +524,108 @@ mod tests {
         assert_eq!(head(&a), head(&b));
         assert!(a.messages[3].content.ends_with("First.\n"));
         assert!(!a.messages[1].content.contains('\u{E001}'));
+    }
+
+    #[test]
+    fn the_guide_profile_is_todays_prompt() {
+        let g = vec![GlossaryEntry::house("token", "词元")];
+        let ex = Some(("The cache is on disk.", "缓存在磁盘上。"));
+        for (terms, findings, example) in [
+            (&[][..], &[][..], None),
+            (&g[..], &["missing {{2}}".to_string()][..], ex),
+        ] {
+            let a = translate_prompt(
+                DEFAULT_GUIDE,
+                "en",
+                "zh-CN",
+                &g,
+                terms,
+                findings,
+                "A {{1}} passage.",
+                example,
+            )
+            .unwrap();
+            let b = translate_prompt_for(
+                PromptProfile::Guide,
+                DEFAULT_GUIDE,
+                "en",
+                "zh-CN",
+                &g,
+                terms,
+                findings,
+                "A {{1}} passage.",
+                example,
+            )
+            .unwrap();
+            assert_eq!(a.messages, b.messages);
+            assert_eq!(a.split, b.split);
+        }
+    }
+
+    #[test]
+    fn the_hy_mt_profile_sends_the_documented_prompt() {
+        let p = |terms: &[GlossaryEntry], to: &str, passage: &str| {
+            translate_prompt_for(
+                PromptProfile::HyMt,
+                DEFAULT_GUIDE,
+                "en",
+                to,
+                &[GlossaryEntry::house("cache", "缓存")],
+                terms,
+                &["ignored".into()],
+                passage,
+                Some(("ignored", "忽略")),
+            )
+            .unwrap()
+        };
+        let plain = p(&[], "zh-CN", "The cache is on disk.\nIt is fast.");
+        assert_eq!(plain.messages.len(), 1);
+        assert_eq!(plain.messages[0].role, "user");
+        let text = &plain.messages[0].content;
+        assert_eq!(
+            text,
+            "将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\n\nThe cache is on disk.\nIt is fast."
+        );
+        assert_eq!(
+            &text[plain.split.offset..],
+            "The cache is on disk.\nIt is fast."
+        );
+        assert_eq!(plain.split.message, 0);
+        // Another passage shares everything before the split.
+        let other = p(&[], "zh-CN", "Second.");
+        assert_eq!(
+            other.messages[0].content[..other.split.offset],
+            text[..plain.split.offset]
+        );
+
+        let terms = [
+            GlossaryEntry::house("prefix cache", "前缀缓存"),
+            GlossaryEntry::house("token", "词元"),
+        ];
+        let with_terms = p(&terms, "zh", "The prefix cache holds every token.");
+        assert_eq!(
+            with_terms.messages[0].content,
+            "参考下面的翻译：\nprefix cache 翻译成 前缀缓存\ntoken 翻译成 词元\n\n将以下文本翻译为中文，注意只需要输出翻译后的结果，不要额外解释：\nThe prefix cache holds every token."
+        );
+        assert_eq!(with_terms.split.offset, 0);
+
+        let french = translate_prompt_for(
+            PromptProfile::HyMt,
+            DEFAULT_GUIDE,
+            "en",
+            "fr",
+            &[],
+            &[],
+            &[],
+            "Hello.",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            french.messages[0].content,
+            "Translate the following segment into French, without additional explanation.\n\nHello."
+        );
+        assert!(!text.contains('\u{E001}'));
     }
 
     #[test]

@@ -487,6 +487,12 @@ fn judge_piece(
         return Err(Vec::new());
     }
     let restored = restore_segment(unit, seg, text).map_err(|e| vec![e])?;
+    if crate::checks::hollow(&seg.text, text) {
+        // A weak model answers a heading or a table cell with "-": no translation.
+        return Err(vec![
+            "translate the text; never replace it with a placeholder word or a dash".to_string(),
+        ]);
+    }
     if out_of_step(&seg.text, text, ctx).is_some() {
         return Err(vec![
             "the translation is far longer or shorter than the sentence".to_string(),
@@ -900,5 +906,50 @@ mod tests {
         );
         let outcomes: Vec<&str> = fb.calls.iter().map(|(_, _, o)| *o).collect();
         assert_eq!(outcomes, ["fallback", "ok"]);
+    }
+
+    #[test]
+    fn a_dash_is_no_translation_of_a_cell_or_heading() {
+        let ctx = CheckContext::new("en", "zh-CN");
+        let u = unit(
+            "| Setting | TTFT | TPOT |\n|---|---:|---:|\n| two threads | 1,900 ms | 95 ms |\n",
+        );
+        let sk = Skeleton::of(&u);
+        let keep = |text: &str| text.to_string();
+        let fb = fallback(
+            &mut Scripted {
+                answer: |_| "-",
+                prompts: Vec::new(),
+            },
+            &u,
+            &sk,
+            &request,
+            &keep,
+            &ctx,
+        )
+        .unwrap();
+        assert!(
+            fb.text.contains("| TTFT | TPOT |"),
+            "cells answered with a dash are kept in the source language: {}",
+            fb.text
+        );
+        assert!(
+            !fb.findings
+                .iter()
+                .any(|f| f.category == Category::Table && f.severity == Severity::Error),
+            "{:?}",
+            fb.findings
+        );
+    }
+
+    #[test]
+    fn a_dash_or_none_is_a_hollow_translation() {
+        use crate::checks::hollow;
+        assert!(hollow("TTFT", "-"));
+        assert!(hollow("Results", "—"));
+        assert!(hollow("the model", "N/A"));
+        assert!(!hollow("-", "-"));
+        assert!(!hollow("ok", "-"), "fewer than three letters");
+        assert!(!hollow("Results", "结果"));
     }
 }
