@@ -1,6 +1,7 @@
 //! `quire translate [INPUT] --out DIR`: translate a Markdown book on this device, or
 //! through an OpenAI-compatible server (`--backend openai`).
 
+use crate::prompts::profile::ProfileChoice;
 use crate::remote::{RemoteBackend, RemoteConfig};
 use crate::translate::{run, run_with_backend, Mode, ProgressMode, RunSummary, TranslateOptions};
 use anyhow::{bail, Context, Result};
@@ -106,6 +107,12 @@ pub struct TranslateArgs {
     /// first introduces it in bold (`**实体消歧**（Entity Disambiguation）`).
     #[arg(long)]
     pub no_term_originals: bool,
+    /// The translation agent's prompts: auto (from the model's GGUF metadata: hy-mt for
+    /// Tencent's Hunyuan translation models, else guide), guide (Quire's prompt with the
+    /// translation guide and glossary) or hy-mt (the Hunyuan translation models' documented
+    /// prompt). With --backend openai, auto reads the GGUF given by --model, else is guide.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prompt_profile: ProfileChoice,
     /// No progress bar; only the final summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -267,6 +274,7 @@ impl TranslateArgs {
             house_terms: args.house_terms,
             draft: args.draft,
             term_originals: !args.no_term_originals,
+            prompt_profile: args.prompt_profile,
         })
     }
 }

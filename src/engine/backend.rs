@@ -10,7 +10,7 @@ use super::prefix_cache::disk::DiskPrefixCache;
 use super::prefix_cache::PrefixStore;
 use super::speculative::Draft;
 use super::Engine;
-use crate::engine::chat_template::Message;
+use crate::engine::chat_template::{strip_reasoning, Message};
 use crate::engine::stable_prefix::{split_prompt, SplitPoint};
 use anyhow::Result;
 use std::time::Instant;
@@ -200,7 +200,7 @@ fn completion(
 ) -> Completion {
     Completion {
         prompt_tokens: gen.prompt_tokens,
-        text: gen.text,
+        text: reply_text(gen.text),
         cached_tokens: hit,
         cache_source: source,
         completion_tokens: gen.tokens.len(),
@@ -211,6 +211,19 @@ fn completion(
         decode_seconds: gen.decode_seconds,
         draft_proposed: gen.draft_proposed,
         draft_accepted: gen.draft_accepted,
+    }
+}
+
+/// A model's generated `text` as it goes back to the agents: without the reasoning block a
+/// reasoning model may open its reply with ([`strip_reasoning`]), so that its thoughts never
+/// reach a book. Text that opens with no `<think>` block is returned as it is. Every
+/// backend's replies pass through here once, where they become a [`Completion`].
+pub fn reply_text(text: String) -> String {
+    let answer = strip_reasoning(&text);
+    if answer.len() == text.len() {
+        text
+    } else {
+        answer.to_string()
     }
 }
 
@@ -434,5 +447,57 @@ impl ChatBackend for LocalBackend {
 
     fn device_name(&self) -> String {
         super::device::device_kind(&self.engine.device).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generation(text: &str) -> Generation {
+        Generation {
+            text: text.to_string(),
+            tokens: vec![1, 2, 3],
+            prompt_tokens: 10,
+            cached_tokens: 0,
+            prefill_tokens: 10,
+            prefill_seconds: 0.0,
+            decode_seconds: 0.0,
+            finish: FinishReason::Eos,
+            draft_proposed: 0,
+            draft_accepted: 0,
+        }
+    }
+
+    #[test]
+    fn a_reasoning_block_never_reaches_the_agents() {
+        let c = completion(
+            generation("<think>\nThe user wants Chinese.\n</think>\n\n你好，世界"),
+            0,
+            "none",
+            1.0,
+            1.0,
+        );
+        assert_eq!(c.text, "你好，世界");
+        // The tokens generated still count, reasoning included.
+        assert_eq!(c.completion_tokens, 3);
+        // An empty block (Qwen3 with thinking off may still echo one) and a block cut short.
+        assert_eq!(reply_text("<think>\n\n</think>\n\nHello".into()), "Hello");
+        assert_eq!(reply_text("<think>still thinking".into()), "");
+    }
+
+    #[test]
+    fn a_reply_without_reasoning_is_returned_as_it_is() {
+        for text in [
+            "你好，世界",
+            "  leading spaces\nand lines\n",
+            "\n",
+            "",
+            "text mentioning <think> later",
+            "Chinese `</think>` code",
+        ] {
+            assert_eq!(reply_text(text.to_string()), text);
+            assert_eq!(completion(generation(text), 0, "none", 0.0, 0.0).text, text);
+        }
     }
 }

@@ -30,7 +30,7 @@ mod wire;
 
 pub use http::{RetryPolicy, StatusError};
 
-use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
+use crate::engine::backend::{reply_text, ChatBackend, ChatRequest, Completion};
 use crate::engine::chat_template::Message;
 use crate::engine::prefix_cache::PrefixStats;
 use anyhow::{bail, Context, Result};
@@ -234,7 +234,7 @@ impl RemoteBackend {
         let cached = reply.usage.cached.min(prompt_tokens);
         self.record(prompt_tokens, cached);
         Ok(Completion {
-            text: reply.text,
+            text: reply_text(reply.text),
             prompt_tokens,
             cached_tokens: cached,
             cache_source: if cached > 0 { "server" } else { "none" },
@@ -338,5 +338,41 @@ impl ChatBackend for RemoteBackend {
 
     fn provider(&self) -> &'static str {
         "openai"
+    }
+}
+
+#[cfg(test)]
+mod reasoning_tests {
+    use super::*;
+    use crate::engine::generate::GenerationParams;
+    use crate::engine::stable_prefix::SplitPoint;
+
+    #[test]
+    fn a_servers_reasoning_block_never_reaches_the_agents() {
+        let mut backend =
+            RemoteBackend::new(RemoteConfig::new("http://127.0.0.1:9/v1", "m")).unwrap();
+        let req = ChatRequest {
+            messages: vec![Message::user("Hello")],
+            split: SplitPoint {
+                message: 0,
+                offset: 0,
+            },
+            params: GenerationParams::default(),
+        };
+        for (content, text) in [
+            ("<think>\nThey want Chinese.\n</think>\n\n你好", "你好"),
+            ("你好", "你好"),
+            ("  你好 <think>", "  你好 <think>"),
+        ] {
+            let body = serde_json::json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 9},
+            });
+            let reply = wire::parse_reply(&body.to_string(), &[]).unwrap();
+            let c = backend.completion(&req, reply, 0.1, 0.1).unwrap();
+            assert_eq!(c.text, text);
+            assert_eq!(c.completion_tokens, 9);
+        }
     }
 }

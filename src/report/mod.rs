@@ -26,6 +26,9 @@ pub struct RunReport {
     pub device: String,
     /// `orchestrated` or `single`.
     pub mode: String,
+    /// The translate agent's prompt profile (`guide`, `hy-mt`).
+    #[serde(default)]
+    pub prompt_profile: String,
     /// The model calls of this run, in the order they were made.
     pub calls: Vec<CallRecord>,
     /// Sums and rates over `calls`.

@@ -12,6 +12,7 @@ use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
 use crate::glossary::Glossary;
+use crate::prompts::profile::{ProfileChoice, PromptProfile};
 use crate::units::Unit;
 use crate::util::sha256_hex;
 use anyhow::{bail, Context, Result};
@@ -96,6 +97,9 @@ pub struct TranslateOptions {
     /// Write a term's original after its translation where a chapter first introduces it
     /// in bold (`**实体消歧**（Entity Disambiguation）`).
     pub term_originals: bool,
+    /// The translation agent's prompts: `auto` (from the model's GGUF metadata), Quire's
+    /// guide-led prompt, or a translation model's own documented format.
+    pub prompt_profile: ProfileChoice,
 }
 
 /// A unit's finished translation, stored in the translation memory.
@@ -167,6 +171,8 @@ pub(super) struct Manager<'a> {
     pub(super) model_name: String,
     pub(super) device: String,
     provider: &'static str,
+    /// The translation agent's prompts, resolved for the model.
+    pub(super) profile: PromptProfile,
     pub(super) progress: ProgressBar,
 }
 
@@ -432,8 +438,8 @@ pub fn run(opts: &TranslateOptions) -> Result<Option<RunSummary>> {
         std::fs::remove_file(opts.out.join(".quire.lock")).ok();
         std::fs::remove_dir(&opts.out).ok();
     }
-    let (mut backend, model_path, fp, inputs) = loaded?;
-    stages(opts, &plan, &mut backend, &model_path, fp, inputs).map(Some)
+    let (mut backend, model_path, profile, fp, inputs) = loaded?;
+    stages(opts, &plan, &mut backend, &model_path, profile, fp, inputs).map(Some)
 }
 
 /// [`run`] over any backend, for a book (`opts.input`) and an output directory: the same
@@ -450,9 +456,40 @@ pub fn run_with_backend(
         .with_context(|| format!("cannot create output directory {}", opts.out.display()))?;
     let _lock = lock_dir(&opts.out)?;
     let name = backend.model_name();
-    let params = serde_json::to_string(&GenerationParams::default())?;
+    let profile = backend_profile(opts)?;
+    let params = translate_params(profile)?;
     let (fp, inputs) = fingerprint(&plan, opts, &name, "", &params);
-    stages(opts, &plan, backend, Path::new(&name), fp, inputs)
+    stages(opts, &plan, backend, Path::new(&name), profile, fp, inputs)
+}
+
+/// The prompt profile for a run over another backend ([`run_with_backend`]): the one
+/// chosen, or for `auto` the one of the local GGUF named by `--model` (a server's model
+/// whose file is here, as `--backend openai` takes it for counting tokens), `Guide` without.
+fn backend_profile(opts: &TranslateOptions) -> Result<PromptProfile> {
+    let model = match (opts.prompt_profile, &opts.model) {
+        (ProfileChoice::Auto, Some(spec)) => Some(crate::model_store::resolve_model(
+            Some(spec),
+            false,
+            opts.progress != ProgressMode::Bar,
+        )?),
+        _ => None,
+    };
+    opts.prompt_profile
+        .resolve(model.as_deref())
+        .context("choosing the prompt profile (--prompt-profile)")
+}
+
+/// The translation parameters that go into the run's fingerprint and the translation
+/// memory's keys: the generation parameters, and the prompt profile where it is not the
+/// guide's (so a unit translated under one profile is not reused under another, while the
+/// default's fingerprint — and every checkpoint and memory entry made with it — stays as
+/// it was before profiles existed).
+fn translate_params(profile: PromptProfile) -> Result<String> {
+    let params = serde_json::to_string(&GenerationParams::default())?;
+    Ok(match profile {
+        PromptProfile::Guide => params,
+        other => format!("{params}|prompt-profile:{}", other.name()),
+    })
 }
 
 /// Glossary, translation, chapters, proofreading and the run report, over a loaded plan.
@@ -461,10 +498,11 @@ fn stages(
     plan: &Plan,
     backend: &mut dyn ChatBackend,
     model_path: &Path,
+    profile: PromptProfile,
     fp: String,
     inputs: BTreeMap<String, String>,
 ) -> Result<RunSummary> {
-    let mut m = Manager::resume(opts, plan, backend, fp);
+    let mut m = Manager::resume(opts, plan, backend, profile, fp);
     let calls_before = m.checkpoint.value.result.tracker_calls.len();
     m.start(inputs);
     m.save()?;
@@ -523,12 +561,19 @@ fn stages(
     Ok(summary)
 }
 
-/// Load the model into a backend (with the disk prefix cache when one is configured) and
-/// fingerprint the run's inputs: (backend, model file, fingerprint, input hashes).
-fn load_model(
-    opts: &TranslateOptions,
-    plan: &Plan,
-) -> Result<(LocalBackend, PathBuf, String, BTreeMap<String, String>)> {
+/// A loaded model: the backend, its file, the prompt profile resolved for it, the run's
+/// fingerprint and its input hashes.
+type Loaded = (
+    LocalBackend,
+    PathBuf,
+    PromptProfile,
+    String,
+    BTreeMap<String, String>,
+);
+
+/// Load the model into a backend (with the disk prefix cache when one is configured),
+/// resolve the prompt profile for it and fingerprint the run's inputs.
+fn load_model(opts: &TranslateOptions, plan: &Plan) -> Result<Loaded> {
     let model_path = crate::model_store::resolve_model(
         opts.model.as_deref(),
         true,
@@ -543,6 +588,10 @@ fn load_model(
             ..Default::default()
         },
     )?;
+    let profile = opts
+        .prompt_profile
+        .resolve(Some(&engine.path))
+        .context("choosing the prompt profile (--prompt-profile)")?;
     let model_hash = crate::model_store::content_hash(&model_path)?;
     let template = engine.template.source.clone();
     let disk = opts
@@ -554,15 +603,14 @@ fn load_model(
         .map(|path| crate::engine::speculative::Draft::load(&path, &engine))
         .transpose()?;
     let backend = LocalBackend::new(engine, 2 << 30, disk)?.with_draft(draft);
-    let translate_params = GenerationParams::default();
     let (fp, inputs) = fingerprint(
         plan,
         opts,
         &model_hash,
         &template,
-        &serde_json::to_string(&translate_params)?,
+        &translate_params(profile)?,
     );
-    Ok((backend, model_path, fp, inputs))
+    Ok((backend, model_path, profile, fp, inputs))
 }
 
 impl<'a> Manager<'a> {
@@ -572,6 +620,7 @@ impl<'a> Manager<'a> {
         opts: &'a TranslateOptions,
         plan: &'a Plan,
         backend: &dyn ChatBackend,
+        profile: PromptProfile,
         fp: String,
     ) -> Self {
         let out = opts.out.clone();
@@ -610,6 +659,7 @@ impl<'a> Manager<'a> {
             model_name: backend.model_name(),
             device: backend.device_name(),
             provider: backend.provider(),
+            profile,
             progress: bar,
         }
     }
@@ -617,7 +667,7 @@ impl<'a> Manager<'a> {
     /// Record this run's task, guide, plan and inputs in the checkpoint; a unit new to the
     /// plan, or whose source changed, starts over as PLANNED; units no longer planned go.
     fn start(&mut self, inputs: BTreeMap<String, String>) {
-        let (opts, plan) = (self.opts, self.plan);
+        let (opts, plan, profile) = (self.opts, self.plan, self.profile);
         let r = &mut self.checkpoint.value.result;
         r.mode = format!("{:?}", opts.mode).to_lowercase();
         r.out_dir = self.out.display().to_string();
@@ -635,6 +685,14 @@ impl<'a> Manager<'a> {
             plan.guide_origin,
             &sha256_hex(plan.guide.as_bytes())[..16]
         );
+        if profile != PromptProfile::Guide {
+            // The guide reaches only the guide's prompts.
+            ctx.guide = format!(
+                "{} (not sent: prompt profile {})",
+                ctx.guide,
+                profile.name()
+            );
+        }
         ctx.plan = plan.translatable().map(|u| u.id.clone()).collect();
         for u in plan.translatable() {
             r.quire.units.entry(u.id.clone()).or_insert(UnitRecord {
@@ -707,5 +765,198 @@ mod tests {
             inject_house_terms("Write C++ on .NET, match (a|b) per token.", &g),
             "Write C++ 语言 on 点网, match 甲或乙 per 词元$0."
         );
+    }
+
+    /// A stand-in model: a translate prompt's passage comes back with each word as a Han
+    /// character (placeholders and lines kept); anything else gets "好". Every request's
+    /// messages are kept.
+    struct StandIn {
+        seen: Vec<Vec<crate::engine::chat_template::Message>>,
+    }
+
+    /// The passage of a translate prompt, guide's or Hy-MT's.
+    fn asked_passage(user: &str) -> Option<&str> {
+        if let Some(at) = user.rfind("Translate into") {
+            let rest = &user[at..];
+            return Some(&rest[rest.find(":\n\n")? + 3..]);
+        }
+        let at = user.find("不要额外解释：")? + "不要额外解释：".len();
+        Some(user[at..].trim_start_matches('\n'))
+    }
+
+    impl ChatBackend for StandIn {
+        fn complete(&mut self, req: &crate::engine::backend::ChatRequest) -> Result<Completion> {
+            self.seen.push(req.messages.clone());
+            let user = &req.messages.last().expect("a message").content;
+            let text = match asked_passage(user) {
+                Some(p) => {
+                    // A word becomes one Han character.
+                    let mut out = String::new();
+                    for c in p.trim_end().chars() {
+                        if !c.is_ascii_alphabetic() {
+                            out.push(c);
+                        } else if !out.ends_with('词') {
+                            out.push('词');
+                        }
+                    }
+                    out
+                }
+                None => "好".to_string(),
+            };
+            Ok(Completion {
+                text,
+                prompt_tokens: 10,
+                cached_tokens: 0,
+                cache_source: "none",
+                completion_tokens: 5,
+                latency_seconds: 0.0,
+                busy_seconds: 0.0,
+                ttft_seconds: 0.0,
+                finish: crate::engine::generate::FinishReason::Eos,
+                decode_seconds: 0.0,
+                draft_proposed: 0,
+                draft_accepted: 0,
+            })
+        }
+        fn count_tokens(&self, text: &str) -> Result<usize> {
+            Ok(text.len() / 4 + 1)
+        }
+        fn prompt_tokens(
+            &self,
+            messages: &[crate::engine::chat_template::Message],
+        ) -> Result<usize> {
+            Ok(messages.iter().map(|m| m.content.len() / 4 + 4).sum())
+        }
+        fn model_name(&self) -> String {
+            "stand-in".into()
+        }
+        fn device_name(&self) -> String {
+            "none".into()
+        }
+    }
+
+    const BOOK: &str = "# The Cache\n\nA prefix cache keeps the keys and values of a prompt, \
+        computed once for the stable part of every conversation the agents send.\n\n\
+        It is reused for every part of a chapter, from memory or from the disk, so that a \
+        long book pays for its guide and glossary only once.\n\n\
+        The translation memory keeps every finished unit under a key of its inputs.\n";
+
+    /// Options for the book in `dir` (`src/ch1.md`, written here) into `dir/out`.
+    fn options(dir: &Path, profile: &str, mode: &str) -> TranslateOptions {
+        let src = dir.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("ch1.md"), BOOK).unwrap();
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: crate::cli::translate::TranslateArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "translate",
+            src.to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+            "--quiet",
+            "--prompt-profile",
+            profile,
+            "--mode",
+            mode,
+            "--unit-tokens",
+            "32",
+        ]);
+        cli.unwrap().args.to_options().unwrap()
+    }
+
+    /// The translate prompts among `seen` (guide's or Hy-MT's).
+    fn translate_prompts(
+        seen: &[Vec<crate::engine::chat_template::Message>],
+    ) -> Vec<&Vec<crate::engine::chat_template::Message>> {
+        seen.iter()
+            .filter(|m| {
+                m.last()
+                    .is_some_and(|u| asked_passage(&u.content).is_some())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_guide_profile_keeps_the_fingerprint_of_before() {
+        // Checkpoints and translation memory made before profiles existed stay valid.
+        let before = serde_json::to_string(&GenerationParams::default()).unwrap();
+        assert_eq!(translate_params(PromptProfile::Guide).unwrap(), before);
+        assert_ne!(translate_params(PromptProfile::HyMt).unwrap(), before);
+        let defaults = crate::cli::translate::TranslateArgs::defaults()
+            .to_options()
+            .unwrap();
+        assert_eq!(defaults.prompt_profile, ProfileChoice::Auto);
+        // No model file: auto is the guide's.
+        assert_eq!(backend_profile(&defaults).unwrap(), PromptProfile::Guide);
+    }
+
+    #[test]
+    fn the_chosen_profile_writes_the_translate_prompts_and_keys_the_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = |opts: &TranslateOptions| {
+            Checkpoint::load(&opts.out)
+                .expect("a checkpoint")
+                .campaign_fingerprint
+        };
+        // The default (auto, no model file: the guide's prompt).
+        let guide = options(dir.path(), "auto", "orchestrated");
+        let mut b = StandIn { seen: Vec::new() };
+        let s = run_with_backend(&guide, &mut b).unwrap();
+        assert!(s.complete);
+        let asked = translate_prompts(&b.seen);
+        assert!(!asked.is_empty());
+        assert!(asked.iter().all(|m| m[0].role == "system"));
+        let guide_fp = fp(&guide);
+
+        // Hy-MT's prompt: one user message, and nothing reused from the guide's run.
+        let hy = options(dir.path(), "hy-mt", "orchestrated");
+        let mut b = StandIn { seen: Vec::new() };
+        let s = run_with_backend(&hy, &mut b).unwrap();
+        assert!(s.complete);
+        assert_eq!(s.reused, 0);
+        let asked = translate_prompts(&b.seen);
+        assert!(!asked.is_empty());
+        for m in &asked {
+            assert_eq!(m.len(), 1, "{m:?}");
+            assert_eq!(m[0].role, "user");
+            assert!(m[0].content.contains("将以下文本翻译为中文"), "{m:?}");
+        }
+        assert_ne!(fp(&hy), guide_fp);
+        let book = std::fs::read_to_string(hy.out.join("book/ch1.md")).unwrap();
+        assert!(book.starts_with("# 词"), "{book}");
+
+        // The guide's again: its fingerprint as before, its units from the memory.
+        let mut b = StandIn { seen: Vec::new() };
+        let s = run_with_backend(&guide, &mut b).unwrap();
+        assert!(s.complete);
+        assert!(s.reused > 0);
+        assert!(translate_prompts(&b.seen).is_empty());
+        assert_eq!(fp(&guide), guide_fp);
+    }
+
+    #[test]
+    fn single_mode_takes_a_profile_without_a_system_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path(), "hy-mt", "single");
+        let mut b = StandIn { seen: Vec::new() };
+        let s = run_with_backend(&opts, &mut b).unwrap();
+        assert!(s.complete);
+        let asked = translate_prompts(&b.seen);
+        assert!(asked.len() > 1);
+        for m in &asked {
+            assert!(m.iter().all(|m| m.role != "system"), "{m:?}");
+        }
+        // One growing conversation: later prompts hold the earlier units and replies
+        // (the fallback's pieces are asked on their own).
+        let grown: Vec<_> = asked.iter().filter(|m| m.len() > 1).collect();
+        assert!(!grown.is_empty());
+        for m in grown {
+            for (i, m) in m.iter().enumerate() {
+                assert_eq!(m.role, if i % 2 == 0 { "user" } else { "assistant" });
+            }
+        }
     }
 }

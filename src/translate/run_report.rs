@@ -91,6 +91,7 @@ fn run_report(
         model_path: model_path.display().to_string(),
         device: m.device.clone(),
         mode: m.checkpoint.value.result.mode.clone(),
+        prompt_profile: m.profile.name().to_string(),
         calls: calls
             .iter()
             .map(|c| CallRecord {

@@ -24,7 +24,7 @@ use crate::engine::backend::{ChatBackend, ChatRequest, Completion, RequestFeed};
 use crate::engine::chat_template::Message;
 use crate::engine::generate::GenerationParams;
 use crate::engine::stable_prefix::SplitPoint;
-use crate::prompts::agents::translate_prompt;
+use crate::prompts::agents::translate_prompt_for;
 use crate::units::skeleton::Skeleton;
 use crate::units::verbatim;
 use crate::units::{Unit, UnitKind};
@@ -357,12 +357,17 @@ impl Scheduler {
         Ok(match m.opts.mode {
             Mode::Orchestrated => (req, None),
             Mode::Single => {
-                // One growing conversation: system once, then every unit and reply.
+                // One growing conversation: the prompt's opening (the system message; none
+                // for a profile without one) once, then every unit and reply.
+                let (asked, opening) = req
+                    .messages
+                    .split_last()
+                    .ok_or_else(|| anyhow::anyhow!("a translation prompt with no message"))?;
                 if self.history.is_empty() {
-                    self.history.push(req.messages[0].clone());
+                    self.history.extend_from_slice(opening);
                 }
                 let mut messages = self.history.clone();
-                messages.push(req.messages[1].clone());
+                messages.push(asked.clone());
                 let split = SplitPoint {
                     message: messages.len() - 1,
                     offset: 0,
@@ -589,7 +594,8 @@ fn unit_request(
     let found = terms.glossary.found_in(&unit.source);
     // Inline code is shown as written; the constraint judges the text mapped back.
     let shown = verbatim::spans(unit, &passage);
-    let p = translate_prompt(
+    let p = translate_prompt_for(
+        m.profile,
         &m.plan.guide,
         &opts.source_lang,
         &opts.target_lang,
