@@ -54,3 +54,39 @@ pub fn max_abs_diff(a: &candle_core::Tensor, b: &candle_core::Tensor) -> f32 {
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
 }
+
+/// Path of a model in the model store by its manifest name: fetched (and verified) when the
+/// manifest knows it; otherwise `<models dir>/<name>.gguf` if it is there (a model whose
+/// manifest entry is not written yet, placed by hand). Panics with the command to run.
+pub fn model_path_in_store(name: &str) -> PathBuf {
+    let known = quire::model_store::Manifest::builtin()
+        .map(|m| m.get(name).is_some())
+        .unwrap_or(false);
+    if known {
+        return model_path(name);
+    }
+    let p = quire::model_store::models_dir().join(format!("{name}.gguf"));
+    assert!(
+        p.is_file(),
+        "model {name} is not in the manifest nor at {}: fetch it with `cargo run --release -- fetch {name}`",
+        p.display()
+    );
+    p
+}
+
+/// The Gemma 3 model (SentencePiece tokenizer; its architecture may not run yet).
+pub const GEMMA: &str = "gemma-3-270m-q4_k_m";
+
+/// Gemma 3's tokenizer alone, built from its GGUF (no weights loaded), once per test binary.
+pub fn gemma_tokenizer() -> &'static quire::engine::tokenizer::Tokenizer {
+    static T: OnceLock<quire::engine::tokenizer::Tokenizer> = OnceLock::new();
+    T.get_or_init(|| tokenizer_of(&model_path(GEMMA)))
+}
+
+/// The tokenizer of the GGUF at `path` (metadata only).
+pub fn tokenizer_of(path: &std::path::Path) -> quire::engine::tokenizer::Tokenizer {
+    let gguf = quire::engine::gguf::GgufFile::open(path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e:#}", path.display()));
+    quire::engine::tokenizer::Tokenizer::for_model(&gguf)
+        .unwrap_or_else(|e| panic!("cannot build the tokenizer of {}: {e:#}", path.display()))
+}

@@ -46,7 +46,7 @@ impl Decoder {
         let output = if gguf.has_tensor("output.weight") {
             Linear::load(gguf, "output", device)?
         } else {
-            embed.as_output()?
+            embed.as_output(gguf.native_kernels)?
         };
         let factors = if gguf.has_tensor("rope_freqs.weight") {
             let f = gguf

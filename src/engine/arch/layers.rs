@@ -20,6 +20,7 @@ pub const ATTN_CHUNK: usize = 256;
 /// or Candle's quantized matmul (GPUs, and weight types without a native kernel).
 enum Weights {
     Native(Arc<QuantMatrix>),
+    Dense(Arc<DenseMatrix>),
     Candle(QMatMul),
 }
 
@@ -47,15 +48,20 @@ impl Linear {
         if let Some(m) = gguf.quant_matrix(name)? {
             return Ok(Weights::Native(Arc::new(m)));
         }
-        Ok(Weights::Candle(QMatMul::from_qtensor(
-            gguf.tensor(name, device)?,
-        )?))
+        let t = gguf.tensor(name, device)?;
+        if gguf.native_kernels {
+            if let Some(d) = DenseMatrix::of(&t)? {
+                return Ok(Weights::Dense(Arc::new(d)));
+            }
+        }
+        Ok(Weights::Candle(QMatMul::from_qtensor(t)?))
     }
 
     /// `x @ Wᵀ + b` for `x` of shape `[tokens, in]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
             Weights::Native(m) => x.contiguous()?.apply_op1_no_bwd(&NativeMatMul(m.clone()))?,
+            Weights::Dense(m) => x.contiguous()?.apply_op1_no_bwd(&DenseMatMul(m.clone()))?,
             Weights::Candle(w) => w.forward(x)?,
         };
         Ok(match &self.b {
@@ -93,6 +99,119 @@ impl CustomOp1 for NativeMatMul {
             );
         }
         let m = (end - start) / k;
+        let y = self.0.forward(&data[start..end], m);
+        let mut out = dims.to_vec();
+        *out.last_mut().unwrap() = self.0.rows;
+        Ok((CpuStorage::F32(y), Shape::from(out)))
+    }
+}
+
+/// Unquantized weights (F32, F16 or BF16 in the GGUF) as f32 rows, multiplied with a fixed
+/// order of additions per output ([`dense_dot`]): every output depends only on its own input
+/// row, as with the quantized kernels, so a cached prefix stays exact. (Candle's f32 matmul
+/// picks its blocking by the number of rows, which changes the last bits.)
+pub struct DenseMatrix {
+    rows: usize,
+    cols: usize,
+    w: Vec<f32>,
+}
+
+impl DenseMatrix {
+    /// `t` (`[rows, cols]`) as f32 rows when it is a float tensor on the CPU.
+    fn of(t: &QTensor) -> Result<Option<Self>> {
+        use candle_core::quantized::GgmlDType;
+        let float = matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
+        let dims = t.shape().dims().to_vec();
+        if !float || !t.device().is_cpu() || dims.len() != 2 {
+            return Ok(None);
+        }
+        let w = t
+            .dequantize(&Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .flatten_all()?
+            .to_vec1()?;
+        Ok(Some(Self {
+            rows: dims[0],
+            cols: dims[1],
+            w,
+        }))
+    }
+
+    /// `x @ Wᵀ` for `m` rows of `x` (`[m, cols]`): `[m, rows]`.
+    fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
+        use rayon::prelude::*;
+        const BLOCK: usize = 64;
+        let k = self.cols;
+        // Outputs weight row by weight row (each row of W read once for all of x), then
+        // transposed.
+        let mut yt = vec![0f32; self.rows * m];
+        yt.par_chunks_mut(BLOCK * m)
+            .enumerate()
+            .for_each(|(b, out)| {
+                for (r, o) in out.chunks_mut(m).enumerate() {
+                    let n = b * BLOCK + r;
+                    let w = &self.w[n * k..(n + 1) * k];
+                    for (i, y) in o.iter_mut().enumerate() {
+                        *y = dense_dot(&x[i * k..(i + 1) * k], w);
+                    }
+                }
+            });
+        let mut y = vec![0f32; m * self.rows];
+        for (n, col) in yt.chunks(m).enumerate() {
+            for (i, v) in col.iter().enumerate() {
+                y[i * self.rows + n] = *v;
+            }
+        }
+        y
+    }
+}
+
+/// A dot product in one fixed order: eight interleaved partial sums, added pairwise, then
+/// the tail. Rust never reorders float additions, so the result is the same whatever else
+/// is in the batch.
+fn dense_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let chunks = a.len() / 8;
+    for c in 0..chunks {
+        for l in 0..8 {
+            acc[l] += a[c * 8 + l] * b[c * 8 + l];
+        }
+    }
+    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for i in chunks * 8..a.len() {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// Candle op running [`DenseMatrix::forward`] on a contiguous f32 CPU tensor `[.., cols]`.
+struct DenseMatMul(Arc<DenseMatrix>);
+
+impl CustomOp1 for DenseMatMul {
+    fn name(&self) -> &'static str {
+        "quire-dense-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("dense matmul expects f32 activations");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("dense matmul expects contiguous activations");
+        };
+        let dims = layout.shape().dims();
+        let k = *dims.last().unwrap_or(&0);
+        if k != self.0.cols {
+            candle_core::bail!(
+                "dense matmul: input width {k}, the matrix takes {}",
+                self.0.cols
+            );
+        }
+        let m = (end - start) / k.max(1);
         let y = self.0.forward(&data[start..end], m);
         let mut out = dims.to_vec();
         *out.last_mut().unwrap() = self.0.rows;
@@ -558,12 +677,16 @@ impl Embedding {
         }
     }
 
-    /// The same table as an output projection (models with tied embeddings).
-    pub fn as_output(&self) -> Result<Linear> {
+    /// The same table as an output projection (models with tied embeddings); a float table
+    /// multiplies through [`DenseMatrix`] when `native` (Quire's CPU kernels) is on.
+    pub fn as_output(&self, native: bool) -> Result<Linear> {
         Ok(Linear {
             w: match self {
                 Self::Native(m) => Weights::Native(m.clone()),
-                Self::Candle(t) => Weights::Candle(QMatMul::from_arc(t.clone())?),
+                Self::Candle(t) => match DenseMatrix::of(t)?.filter(|_| native) {
+                    Some(d) => Weights::Dense(Arc::new(d)),
+                    None => Weights::Candle(QMatMul::from_arc(t.clone())?),
+                },
             },
             b: None,
         })
