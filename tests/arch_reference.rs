@@ -14,7 +14,8 @@
 //!   gemma3's 16-token sliding window), after truncating the cache, or from a fork, gives
 //!   bit-identical logits; so does one-token decoding.
 //!
-//! Needs python3 with the PyPI packages `gguf` and `numpy`, and the tokenizer source GGUFs
+//! Needs python3 with the PyPI packages `gguf` and `numpy` (installed into a venv under the
+//! target directory on first use when python3 lacks them), and the tokenizer source GGUFs
 //! from the model store (`quire fetch qwen2.5-coder-0.5b-instruct-q4_k_m
 //! smollm2-135m-instruct-q4_1 gemma-3-270m-q4_k_m`). `QUIRE_ARCH_REF_STRICT=1` counts every
 //! quantized argmax difference (no near-tie allowance); `QUIRE_ARCH_REF_VERBOSE=1` prints
@@ -81,24 +82,48 @@ fn floats(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-fn python() -> String {
-    std::env::var("QUIRE_PYTHON").unwrap_or_else(|_| "python3".to_string())
+/// A python that can `import gguf, numpy`: `$QUIRE_PYTHON` or `python3` when it can, else a
+/// venv in the target's scratch space with the two PyPI packages installed on first use
+/// (so the README's test command needs nothing installed by hand).
+fn python() -> &'static str {
+    static PY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        let can = |py: &str| {
+            Command::new(py)
+                .args(["-c", "import gguf, numpy"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let own = std::env::var("QUIRE_PYTHON").unwrap_or_else(|_| "python3".to_string());
+        if can(&own) {
+            return own;
+        }
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("arch-venv");
+        let py = venv.join("bin/python").display().to_string();
+        if !can(&py) {
+            let made = Command::new(&own)
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run {own} to make a venv: {e}"));
+            assert!(made.success(), "`{own} -m venv {}` failed", venv.display());
+            let pip = Command::new(&py)
+                .args(["-m", "pip", "install", "-q", "gguf>=0.17", "numpy"])
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run {py}: {e}"));
+            assert!(
+                pip.success() && can(&py),
+                "installing gguf and numpy from PyPI into {} failed",
+                venv.display()
+            );
+        }
+        py
+    })
 }
 
 /// Write `<arch>-<type>.gguf` for `types` with scripts/tiny_ggufs.py into a directory of
 /// the target's scratch space, and return that directory.
 fn tiny_ggufs(arch: &str, types: &[&str]) -> PathBuf {
-    let probe = Command::new(python())
-        .args(["-c", "import gguf, numpy"])
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "python3 cannot import gguf and numpy ({}): install them with `python3 -m pip install gguf numpy`",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => panic!("cannot run {}: {e}; the arch tests need python3 with `pip install gguf numpy`", python()),
-    }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("arch_reference")
         .join(arch);
