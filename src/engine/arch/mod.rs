@@ -86,7 +86,11 @@ impl ModelConfig {
                 gguf.path.display()
             ),
         };
-        if n_head == 0 || n_kv_head == 0 || !n_head.is_multiple_of(n_kv_head) || !head_dim.is_multiple_of(2) {
+        if n_head == 0
+            || n_kv_head == 0
+            || !n_head.is_multiple_of(n_kv_head)
+            || !head_dim.is_multiple_of(2)
+        {
             bail!(
                 "{}: invalid head counts {n_head}/{n_kv_head} or head size {head_dim}",
                 gguf.path.display()
