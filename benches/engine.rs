@@ -20,16 +20,20 @@ fn main() -> anyhow::Result<()> {
     quire::cli::install_engine_config()?;
     let name = std::env::var("QUIRE_BENCH_MODEL")
         .unwrap_or_else(|_| quire::cli::bench::BENCH_DEFAULT_MODEL.to_string());
-    let model = quire::model_store::resolve_model(Some(&name), true, false)?;
+    let model =
+        quire::model_store::resolve_model(&quire::cli::store_config(), Some(&name), true, false)?;
+    let threads = env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus);
+    quire::cli::bench::use_threads(threads);
     let report = engine::run(&EngineBenchOptions {
         model,
-        threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
+        threads,
         repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(3),
         llama_repeats: env_usize("QUIRE_BENCH_LLAMA_REPEATS").unwrap_or(3),
         decode_tokens: engine::DECODE_TOKENS,
         compare_llama_cpp: std::env::var("QUIRE_BENCH_COMPARE").is_ok_and(|v| v == "llama.cpp"),
         quire: QuireRunner::InProcess,
         isa: quire::bench::isa::BenchIsa::Native,
+        config: quire::cli::bench::bench_config(),
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -22,7 +22,10 @@ fn main() -> anyhow::Result<()> {
     quire::cli::install_engine_config()?;
     let name = std::env::var("QUIRE_BENCH_MODEL")
         .unwrap_or_else(|_| quire::cli::bench::BENCH_DEFAULT_MODEL.to_string());
-    let model = quire::model_store::resolve_model(Some(&name), true, false)?;
+    let model =
+        quire::model_store::resolve_model(&quire::cli::store_config(), Some(&name), true, false)?;
+    let threads = env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus);
+    quire::cli::bench::use_threads(threads);
     let report = prefix::run(&PrefixBenchOptions {
         model,
         prefix_tokens: env_usize("QUIRE_BENCH_PREFIX_TOKENS").unwrap_or(1500),
@@ -34,7 +37,7 @@ fn main() -> anyhow::Result<()> {
         cache_dir: None,
         svg: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/quire-bench/prefix.svg")),
         prefill_scaling: false,
-        threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
+        threads,
         repeats: env_usize("QUIRE_BENCH_REPEATS").unwrap_or(3),
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {

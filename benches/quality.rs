@@ -32,7 +32,10 @@ fn main() -> anyhow::Result<()> {
     quire::cli::install_engine_config()?;
     let name = std::env::var("QUIRE_BENCH_MODEL")
         .unwrap_or_else(|_| quire::cli::bench::BENCH_DEFAULT_MODEL.to_string());
-    let model = quire::model_store::resolve_model(Some(&name), true, false)?;
+    let model =
+        quire::model_store::resolve_model(&quire::cli::store_config(), Some(&name), true, false)?;
+    let threads = env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus);
+    quire::cli::bench::use_threads(threads);
     let report = quality::run(&QualityBenchOptions {
         book: env_path("QUIRE_BENCH_BOOK"),
         reference: env_path("QUIRE_BENCH_REFERENCE"),
@@ -40,12 +43,16 @@ fn main() -> anyhow::Result<()> {
         glossary: env_path("QUIRE_BENCH_GLOSSARY"),
         out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/quire-bench/quality"),
         cut_bytes: env_usize("QUIRE_BENCH_CUT_BYTES"),
-        threads: env_usize("QUIRE_BENCH_THREADS").unwrap_or_else(quire::bench::sys::logical_cpus),
+        threads,
         skip_naive: std::env::var("QUIRE_BENCH_SKIP_NAIVE").is_ok_and(|v| v == "1"),
         house_terms: Default::default(),
         term_originals: true,
-        unit_tokens: env_usize("QUIRE_BENCH_UNIT_TOKENS").unwrap_or(300),
+        unit_tokens: quire::cli::translate::unit_tokens(
+            env_usize("QUIRE_BENCH_UNIT_TOKENS").unwrap_or(300),
+        ),
         target_lang: "zh-CN".to_string(),
+        prefix_cache_dir: quire::cli::prefix_cache_dir(None, false),
+        config: quire::cli::bench::bench_config(),
     })?;
     if std::env::var("QUIRE_BENCH_JSON").is_ok_and(|v| v == "1") {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -238,8 +238,8 @@ impl Glossary {
     /// target has it as a string, otherwise as a list. [`Glossary::load`] reads it back.
     pub fn to_json(&self, source_lang: &str, target_lang: &str, pretty: bool) -> Result<String> {
         let (sp, tp) = (
-            crate::checks::lang::primary(source_lang),
-            crate::checks::lang::primary(target_lang),
+            crate::lang::primary(source_lang),
+            crate::lang::primary(target_lang),
         );
         let keys = if sp.is_empty() || tp.is_empty() || sp == tp {
             ("source".to_string(), "target".to_string())
@@ -320,8 +320,8 @@ fn make_entry<'a>(
     source_lang: &str,
     target_lang: &str,
 ) -> Result<GlossaryEntry> {
-    let sp = crate::checks::lang::primary(source_lang);
-    let tp = crate::checks::lang::primary(target_lang);
+    let sp = crate::lang::primary(source_lang);
+    let tp = crate::lang::primary(target_lang);
     let source = get("source")
         .or_else(|| get(source_lang))
         .or_else(|| get(&sp))

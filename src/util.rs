@@ -68,9 +68,7 @@ pub fn content_hash(path: &Path) -> Result<String> {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
     );
-    let memo = dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("quire")
+    let memo = crate::paths::cache_dir()
         .join("file-hashes")
         .join(sha256_hex(stamp.as_bytes()));
     if let Ok(h) = std::fs::read_to_string(&memo) {

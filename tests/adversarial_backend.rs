@@ -9,11 +9,10 @@
 use proptest::prelude::*;
 use quire::book::load_book;
 use quire::checks::{check_books, Category, CheckContext, Severity};
-use quire::cli::translate::TranslateArgs;
 use quire::engine::backend::{ChatBackend, ChatRequest, Completion};
 use quire::engine::chat_template::Message;
 use quire::engine::generate::FinishReason;
-use quire::translate::run_with_backend;
+use quire::translate::{run_with_backend, ProgressMode, TranslateOptions};
 
 /// What the stand-in does to a passage.
 #[derive(Debug, Clone, Copy)]
@@ -201,12 +200,13 @@ proptest! {
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
         std::fs::write(src.join("ch1.md"), &md).unwrap();
-        let mut args = TranslateArgs::defaults();
-        args.input = Some(src.clone());
-        args.out = dir.path().join("out");
-        args.quiet = true;
-        args.review_every = 0;
-        let opts = args.to_options().unwrap();
+        let opts = TranslateOptions {
+            input: Some(src.clone()),
+            out: dir.path().join("out"),
+            progress: ProgressMode::Quiet,
+            review_every: 0,
+            ..TranslateOptions::default()
+        };
         let mut backend = StandIn { seed, calls: 0 };
         let summary = run_with_backend(&opts, &mut backend).unwrap();
         prop_assert!(summary.complete);

@@ -13,7 +13,8 @@ const GEMMA: &str = "gemma-3-270m-q4_k_m";
 fn gemma() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
     E.get_or_init(|| {
-        let path = quire::model_store::resolve_model(Some(GEMMA), true, true)
+        let store = quire::cli::store_config();
+        let path = quire::model_store::resolve_model(&store, Some(GEMMA), true, true)
             .unwrap_or_else(|e| panic!("cannot fetch {GEMMA}: {e:#}"));
         Engine::load(&path, &Device::Cpu, &LoadOptions::default())
             .unwrap_or_else(|e| panic!("cannot load {GEMMA}: {e:#}"))

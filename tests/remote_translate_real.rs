@@ -97,11 +97,7 @@ fn the_book_through_quire_serve_is_the_in_process_book() {
 
 /// The llama-cpp-python venv's python, when it can run llama.cpp's server.
 fn llama_server_python() -> Option<PathBuf> {
-    let python = match std::env::var_os("QUIRE_LLAMA_CPP_VENV").filter(|v| !v.is_empty()) {
-        Some(v) if Path::new(&v).is_file() => PathBuf::from(v),
-        Some(v) => PathBuf::from(v).join("bin/python"),
-        None => dirs::home_dir()?.join(".cache/quire/llama-cpp-python/venv/bin/python"),
-    };
+    let python = quire::bench::engine::llama_python_path(&quire::cli::bench::bench_config());
     let ok = Command::new(&python)
         .args(["-c", "import llama_cpp.server.app, uvicorn, sse_starlette"])
         .stderr(Stdio::null())

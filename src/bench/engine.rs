@@ -18,6 +18,7 @@
 //! llama.cpp runs through `benches/llama_cpp_bench.py` with the Python of a venv that has
 //! llama-cpp-python.
 
+use super::config::BenchConfig;
 use super::isa::{BenchIsa, CpuFeatures};
 use super::sys::{self, Bandwidth, Machine};
 use super::{argmax, fmt_opt, prompt_ids, ratio, table};
@@ -72,6 +73,8 @@ pub struct EngineBenchOptions {
     pub quire: QuireRunner,
     /// The instruction set both engines are held to.
     pub isa: BenchIsa,
+    /// Where llama.cpp's venv is.
+    pub config: BenchConfig,
 }
 
 /// Quire's numbers.
@@ -361,20 +364,18 @@ pub fn llama_script() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// The venv directory for llama-cpp-python: `$QUIRE_LLAMA_CPP_VENV` (a venv directory, or
-/// its python executable), else `~/.cache/quire/llama-cpp-python/venv`.
-pub fn llama_python_path() -> PathBuf {
-    if let Some(v) = std::env::var_os("QUIRE_LLAMA_CPP_VENV").filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(v);
+/// The python of llama-cpp-python's venv: the user's venv of `config`
+/// (`$QUIRE_LLAMA_CPP_VENV`: a venv directory, or its python executable), else
+/// `<Quire's cache dir>/llama-cpp-python/venv` (`~/.cache/quire/llama-cpp-python/venv`).
+pub fn llama_python_path(config: &BenchConfig) -> PathBuf {
+    if let Some(p) = &config.llama_cpp_venv {
         return if p.is_file() {
-            p
+            p.clone()
         } else {
             p.join("bin").join("python")
         };
     }
-    dirs::home_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join(".cache/quire/llama-cpp-python/venv/bin/python")
+    crate::paths::cache_dir().join("llama-cpp-python/venv/bin/python")
 }
 
 fn can_import(python: &Path, modules: &str) -> bool {
@@ -422,8 +423,8 @@ fn built_with(venv: &Path, cmake_args: &str) -> bool {
 
 /// A python that can `import llama_cpp`: the configured venv, created (and
 /// llama-cpp-python built from source, sacrebleu installed alongside) if it is missing.
-pub fn ensure_llama_python() -> Result<PathBuf> {
-    ensure_llama_python_for(BenchIsa::Native)
+pub fn ensure_llama_python(config: &BenchConfig) -> Result<PathBuf> {
+    ensure_llama_python_for(config, BenchIsa::Native)
 }
 
 /// [`ensure_llama_python`] for llama.cpp built for `isa` (its own venv; see
@@ -433,11 +434,12 @@ pub fn ensure_llama_python() -> Result<PathBuf> {
 /// missing or differs (built by an older Quire, e.g. with ggml's AMX path, which dies with
 /// SIGILL in VMs that list AMX) is rebuilt. A venv named by `$QUIRE_LLAMA_CPP_VENV` is the
 /// user's and is used as it is.
-pub fn ensure_llama_python_for(isa: BenchIsa) -> Result<PathBuf> {
+pub fn ensure_llama_python_for(config: &BenchConfig, isa: BenchIsa) -> Result<PathBuf> {
     ensure_llama_venv(
-        isa.llama_python(&llama_python_path()),
+        isa.llama_python(&llama_python_path(config)),
         &isa.llama_cmake_args(CpuFeatures::detect()),
         &format!("--isa {}", isa.name()),
+        config.llama_cpp_venv.is_some(),
     )
 }
 
@@ -457,9 +459,9 @@ pub fn llama_cuda_cmake_args(cpu: CpuFeatures) -> String {
 /// else a sibling `…/venv-cuda` of the default venv, created and built with
 /// [`llama_cuda_cmake_args`] if missing. Whether that build can offload is checked when
 /// the benchmark runs (`llama_supports_gpu_offload`).
-pub fn ensure_llama_python_cuda() -> Result<PathBuf> {
-    let python = llama_python_path();
-    let users_venv = std::env::var_os("QUIRE_LLAMA_CPP_VENV").is_some_and(|v| !v.is_empty());
+pub fn ensure_llama_python_cuda(config: &BenchConfig) -> Result<PathBuf> {
+    let python = llama_python_path(config);
+    let users_venv = config.llama_cpp_venv.is_some();
     let python = if users_venv {
         python
     } else {
@@ -473,18 +475,24 @@ pub fn ensure_llama_python_cuda() -> Result<PathBuf> {
         python,
         &llama_cuda_cmake_args(CpuFeatures::detect()),
         "--device cuda",
+        users_venv,
     )
 }
 
 /// The venv of `python`, with llama-cpp-python built with `cmake_args` (`what` names the
-/// choice in messages); see [`ensure_llama_python_for`].
-fn ensure_llama_venv(python: PathBuf, cmake_args: &str, what: &str) -> Result<PathBuf> {
+/// choice in messages; a `users_venv` is used as it is once it has llama-cpp-python); see
+/// [`ensure_llama_python_for`].
+fn ensure_llama_venv(
+    python: PathBuf,
+    cmake_args: &str,
+    what: &str,
+    users_venv: bool,
+) -> Result<PathBuf> {
     let venv = python
         .parent()
         .and_then(Path::parent)
         .context("cannot tell the venv directory from the python path")?
         .to_path_buf();
-    let users_venv = std::env::var_os("QUIRE_LLAMA_CPP_VENV").is_some_and(|v| !v.is_empty());
     let installed = has_llama_cpp(&python);
     if installed && (users_venv || built_with(&venv, cmake_args)) {
         return Ok(python);
@@ -779,9 +787,9 @@ pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
     let mut llama_error = None;
     let python = if opts.compare_llama_cpp {
         let python = if on_gpu {
-            ensure_llama_python_cuda()
+            ensure_llama_python_cuda(&opts.config)
         } else {
-            ensure_llama_python_for(opts.isa)
+            ensure_llama_python_for(&opts.config, opts.isa)
         };
         match python {
             Ok(p) => Some(p),
@@ -1039,10 +1047,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn python_path_from_env_dir() {
-        // Only checks the shape of the default path (the environment is left alone).
-        let p = llama_python_path();
-        assert!(p.ends_with("bin/python") || p.is_file());
+    fn the_llama_python_is_the_users_venv_or_quires_own() {
+        let own = llama_python_path(&BenchConfig::default());
+        assert_eq!(
+            own,
+            crate::paths::cache_dir().join("llama-cpp-python/venv/bin/python")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let users = |p: &Path| BenchConfig {
+            llama_cpp_venv: Some(p.to_path_buf()),
+        };
+        // A venv directory: its bin/python; a python executable: itself.
+        assert_eq!(
+            llama_python_path(&users(dir.path())),
+            dir.path().join("bin/python")
+        );
+        let exe = dir.path().join("python3.12");
+        std::fs::write(&exe, b"").unwrap();
+        assert_eq!(llama_python_path(&users(&exe)), exe);
     }
 
     #[test]

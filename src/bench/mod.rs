@@ -18,6 +18,7 @@
 //! plain-text tables) are shared by both.
 
 pub mod batch;
+pub mod config;
 pub mod draft;
 pub mod engine;
 pub mod isa;

@@ -27,13 +27,14 @@
 //! `--cut-bytes N` cuts every chapter at its last heading at or before byte N, and its
 //! reference after the same number of headings ([`cut_at_heading`], [`cut_after_headings`]).
 
+use super::config::BenchConfig;
 use super::engine::{ensure_llama_python, ensure_sacrebleu};
 use super::sys::{self, Machine};
 use super::table;
 use crate::book::{load_book, Book};
 use crate::checks::{check_pair, Category, CheckContext, Finding, Severity};
-use crate::cli::translate::TranslateArgs;
 use crate::glossary::{Glossary, GlossaryEntry};
+use crate::translate::{ProgressMode, TranslateOptions};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -67,10 +68,16 @@ pub struct QualityBenchOptions {
     /// Quire writes a term's original at its first bold introduction (as `quire
     /// translate`; `false`: `--no-term-originals`).
     pub term_originals: bool,
-    /// Quire's token budget per unit.
+    /// Quire's token budget per unit (as `quire translate --unit-tokens` takes it: the CLI
+    /// clamps it).
     pub unit_tokens: usize,
     /// Target language code (the source is English).
     pub target_lang: String,
+    /// Quire's on-disk prefix cache (as `quire translate` has it: `$QUIRE_PREFIX_CACHE_DIR`,
+    /// else the one under the user cache dir; `None`: none).
+    pub prefix_cache_dir: Option<PathBuf>,
+    /// Where llama.cpp's venv is (the naive loop, and chrF's sacrebleu).
+    pub config: BenchConfig,
 }
 
 /// One house term's share.
@@ -638,12 +645,9 @@ pub fn bench_script(name: &str) -> Result<PathBuf> {
     .with_context(|| format!("benches/{name} not found (run from the repository)"))
 }
 
-/// Where naive-loop results are cached: `<user cache dir>/quire/naive-loop`.
+/// Where naive-loop results are cached: `<Quire's cache dir>/naive-loop`.
 pub fn naive_cache_dir() -> PathBuf {
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("quire")
-        .join("naive-loop")
+    crate::paths::cache_dir().join("naive-loop")
 }
 
 /// The naive-loop cache key: sha256 over the chapter, the model's content hash, the
@@ -945,7 +949,7 @@ fn prepare_chapters(opts: &QualityBenchOptions, book: &Book, out: &Path) -> Resu
 fn find_python(opts: &QualityBenchOptions, chapters: &[Prepared]) -> Result<PathBuf, String> {
     let needs_python = !opts.skip_naive || chapters.iter().any(|c| c.reference.is_some());
     if needs_python {
-        match ensure_llama_python().and_then(|p| ensure_sacrebleu(&p).map(|()| p)) {
+        match ensure_llama_python(&opts.config).and_then(|p| ensure_sacrebleu(&p).map(|()| p)) {
             Ok(p) => Ok(p),
             Err(e) => {
                 eprintln!("warning: no python for the naive loop and chrF: {e:#}");
@@ -1036,17 +1040,19 @@ fn quire_chapter(
     scorer: &mut Scorer,
 ) -> Result<SystemResult> {
     let qdir = opts.out.join("quire").join(chapter_dir_name(&c.rel));
-    let mut args = TranslateArgs::defaults();
-    args.input = Some(c.input.clone());
-    args.out = qdir.clone();
-    args.glossary = glossary_path.clone();
-    args.to = opts.target_lang.clone();
-    args.model = Some(opts.model.display().to_string());
-    args.quiet = true;
-    args.house_terms = opts.house_terms;
-    args.no_term_originals = !opts.term_originals;
-    args.unit_tokens = opts.unit_tokens;
-    let topts = args.to_options()?;
+    let topts = TranslateOptions {
+        input: Some(c.input.clone()),
+        out: qdir.clone(),
+        glossary: glossary_path.clone(),
+        target_lang: opts.target_lang.clone(),
+        model: Some(opts.model.display().to_string()),
+        progress: ProgressMode::Quiet,
+        house_terms: opts.house_terms,
+        term_originals: opts.term_originals,
+        unit_tokens: opts.unit_tokens,
+        prefix_cache_dir: opts.prefix_cache_dir.clone(),
+        ..TranslateOptions::default()
+    };
     eprintln!(
         "quality: [{}/{}] {}: Quire translating ({} bytes)",
         position.0,
@@ -1688,10 +1694,11 @@ mod tests {
 
     #[test]
     fn translate_defaults_are_the_cli_defaults() {
-        let a = TranslateArgs::defaults();
-        assert_eq!(a.unit_tokens, 300);
-        assert_eq!(a.to, "zh-CN");
-        let o = a.to_options().unwrap();
+        // Quire's runs start from `quire translate`'s defaults (held to the CLI's by a test in
+        // src/cli/translate.rs).
+        let o = TranslateOptions::default();
+        assert_eq!(o.unit_tokens, 300);
+        assert_eq!(o.target_lang, "zh-CN");
         assert!(o.input.is_none() && !o.dry_run && o.prefix_cache_dir.is_some());
     }
 }

@@ -30,6 +30,8 @@ pub struct ServeBenchOptions {
     pub llama: bool,
     /// The `quire` executable to serve with.
     pub quire_exe: PathBuf,
+    /// Where llama.cpp's venv is.
+    pub config: super::config::BenchConfig,
 }
 
 /// One level (a number of concurrent clients) on one server.
@@ -371,7 +373,7 @@ pub fn run(opts: &ServeBenchOptions) -> Result<ServeBenchReport> {
         run_server(&server, opts, "quire serve")?
     };
     let llama_cpp = if opts.llama {
-        let python = super::engine::ensure_llama_python()?;
+        let python = super::engine::ensure_llama_python(&opts.config)?;
         let server = start_llama(opts, &python)?;
         run_server(&server, opts, "llama.cpp server")?
     } else {

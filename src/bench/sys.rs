@@ -109,13 +109,12 @@ pub fn rss_mib() -> Option<f64> {
     status_kib("VmRSS:").map(|k| k as f64 / 1024.0)
 }
 
-/// Use `threads` threads for the engine's kernels: sets `RAYON_NUM_THREADS` (read by
-/// Candle's matmul kernels) and sizes rayon's global pool (the attention kernel). Must run
-/// before the engine first computes anything; returns the thread count in effect.
+/// Use `threads` threads for the engine's kernels: sizes rayon's global pool (Quire's
+/// kernels and the attention kernel). Must run before the engine first computes anything;
+/// returns the thread count in effect. Candle's own CPU kernels read `RAYON_NUM_THREADS`,
+/// which the caller at the edge sets (`quire bench` does, before it calls a benchmark).
 pub fn use_threads(threads: usize) -> usize {
     let threads = threads.max(1);
-    // Set before any other thread of ours reads the environment (start of a benchmark).
-    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global();

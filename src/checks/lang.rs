@@ -1,71 +1,12 @@
 //! Language-level heuristics on prose: scripts, source-language residue, repetition
 //! loops, length, and unbalanced markup. All deterministic, no model.
+//!
+//! Language codes and writing systems themselves ([`Script`], [`script_of`],
+//! [`primary`]…) live in [`crate::lang`], below the checks, and are re-exported here.
 
 use std::collections::HashMap;
 
-/// Writing systems the checks tell apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Script {
-    /// Latin letters.
-    Latin,
-    /// Han ideographs (Chinese, Japanese kanji).
-    Han,
-    /// Hiragana and katakana.
-    Kana,
-    /// Hangul.
-    Hangul,
-    /// Cyrillic.
-    Cyrillic,
-    /// Arabic.
-    Arabic,
-    /// Greek.
-    Greek,
-    /// Anything else alphabetic.
-    Other,
-}
-
-/// The script of a letter, or `None` for non-letters.
-pub fn script_of(c: char) -> Option<Script> {
-    let u = c as u32;
-    Some(match u {
-        0x41..=0x5A | 0x61..=0x7A | 0xC0..=0x24F => Script::Latin,
-        0x3040..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9D => Script::Kana,
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F => Script::Han,
-        0xAC00..=0xD7AF | 0x1100..=0x11FF | 0x3130..=0x318F => Script::Hangul,
-        0x400..=0x4FF => Script::Cyrillic,
-        0x600..=0x6FF => Script::Arabic,
-        0x370..=0x3FF => Script::Greek,
-        _ if c.is_alphabetic() => Script::Other,
-        _ => return None,
-    })
-}
-
-/// The script a language is written in (by primary subtag); `zh`→Han, `ja`→Han+Kana…
-pub fn expected_script(lang: &str) -> Script {
-    match primary(lang).as_str() {
-        "zh" | "ja" => Script::Han,
-        "ko" => Script::Hangul,
-        "ru" | "uk" | "bg" | "sr" | "be" | "kk" | "mk" => Script::Cyrillic,
-        "ar" | "fa" | "ur" => Script::Arabic,
-        "el" => Script::Greek,
-        _ => Script::Latin,
-    }
-}
-
-/// Lower-cased primary language subtag (`zh-CN` → `zh`).
-pub fn primary(lang: &str) -> String {
-    lang.split(['-', '_'])
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
-}
-
-/// Whether a target language code means Traditional Chinese.
-pub fn is_traditional_zh(lang: &str) -> bool {
-    let l = lang.to_ascii_lowercase();
-    l.starts_with("zh")
-        && (l.contains("tw") || l.contains("hk") || l.contains("hant") || l.contains("mo"))
-}
+pub use crate::lang::{expected_script, is_traditional_zh, primary, script_of, Script};
 
 /// Weighted script counts: one per Han/Kana/Hangul character, two per word of an
 /// alphabetic script (a word carries about as much as two ideographs).

@@ -1,6 +1,7 @@
 //! `quire bench engine|prefix|batch|quality|serve`: measurements printed side by side (tables on stdout,
 //! progress on stderr, `--json` for machines).
 
+use crate::bench::config::{BenchConfig, LLAMA_CPP_VENV_ENV};
 use crate::bench::engine::{self, EngineBenchOptions, QuireRunner};
 use crate::bench::prefix::{self, PrefixBenchOptions};
 use crate::bench::quality::{self, QualityBenchOptions};
@@ -10,6 +11,26 @@ use std::path::PathBuf;
 
 /// The model the benchmarks use unless told otherwise.
 pub const BENCH_DEFAULT_MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+
+/// The benchmarks' settings from the environment, read here at the edge:
+/// `$QUIRE_LLAMA_CPP_VENV` (when not empty) for the user's llama-cpp-python venv.
+pub fn bench_config() -> BenchConfig {
+    BenchConfig {
+        llama_cpp_venv: std::env::var_os(LLAMA_CPP_VENV_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+    }
+}
+
+/// Use `threads` threads for a benchmark that runs the engine in this process:
+/// `RAYON_NUM_THREADS`, which Candle's CPU kernels read, set here at the edge before the
+/// benchmark starts a thread, and rayon's global pool ([`sys::use_threads`]). Returns the
+/// thread count in effect.
+pub fn use_threads(threads: usize) -> usize {
+    let threads = threads.max(1);
+    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    sys::use_threads(threads)
+}
 
 /// Arguments of `quire bench`.
 #[derive(clap::Args, Debug)]
@@ -275,7 +296,12 @@ fn run_serve(a: ServeArgs) -> Result<i32> {
         "--clients: every level needs at least one client"
     );
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
-    let model = crate::model_store::resolve_model(a.model.as_deref(), true, a.json)?;
+    let model = crate::model_store::resolve_model(
+        &super::store_config(),
+        a.model.as_deref(),
+        true,
+        a.json,
+    )?;
     let report = crate::bench::serve::run(&crate::bench::serve::ServeBenchOptions {
         model,
         threads,
@@ -284,6 +310,7 @@ fn run_serve(a: ServeArgs) -> Result<i32> {
         max_tokens: a.max_tokens,
         llama: !a.skip_llama,
         quire_exe: std::env::current_exe().context("cannot find this executable")?,
+        config: bench_config(),
     })?;
     emit(
         &report,
@@ -295,7 +322,13 @@ fn run_serve(a: ServeArgs) -> Result<i32> {
 
 fn run_quality(a: QualityArgs) -> Result<i32> {
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
-    let model = crate::model_store::resolve_model(a.model.as_deref(), true, a.json)?;
+    let model = crate::model_store::resolve_model(
+        &super::store_config(),
+        a.model.as_deref(),
+        true,
+        a.json,
+    )?;
+    use_threads(threads);
     let report = quality::run(&QualityBenchOptions {
         book: a.book,
         reference: a.reference,
@@ -307,8 +340,10 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         skip_naive: a.skip_naive,
         house_terms: a.house_terms,
         term_originals: !a.no_term_originals,
-        unit_tokens: a.unit_tokens,
+        unit_tokens: super::translate::unit_tokens(a.unit_tokens),
         target_lang: "zh-CN".to_string(),
+        prefix_cache_dir: super::prefix_cache_dir(None, false),
+        config: bench_config(),
     })?;
     emit(
         &report,
@@ -320,11 +355,13 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
 
 fn run_batch(a: BatchArgs) -> Result<i32> {
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
-    let model = crate::model_store::resolve_model(Some(&a.model), true, a.json)?;
+    let model =
+        crate::model_store::resolve_model(&super::store_config(), Some(&a.model), true, a.json)?;
     anyhow::ensure!(
         a.batches.iter().all(|&b| b >= 1),
         "--batches: every batch size must be at least 1"
     );
+    use_threads(threads);
     let report = crate::bench::batch::run(&crate::bench::batch::BatchBenchOptions {
         model,
         batches: a.batches,
@@ -343,8 +380,13 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
     // Refused before anything is fetched or loaded.
     a.isa.check(crate::bench::isa::CpuFeatures::detect())?;
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
-    let model =
-        crate::model_store::resolve_model(Some(&a.model), true, a.json || a.worker_ids.is_some())?;
+    let store = super::store_config();
+    let model = crate::model_store::resolve_model(
+        &store,
+        Some(&a.model),
+        true,
+        a.json || a.worker_ids.is_some(),
+    )?;
     let on_cpu = a.device.trim().eq_ignore_ascii_case("cpu");
     if let Some(draft) = &a.draft {
         anyhow::ensure!(
@@ -352,9 +394,11 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
             "--draft measures speculative decoding, which needs Quire's CPU kernels: drop --device {}",
             a.device
         );
+        let draft = crate::model_store::resolve_model(&store, Some(draft), true, a.json)?;
+        use_threads(threads);
         let report = crate::bench::draft::run(&crate::bench::draft::DraftBenchOptions {
             model,
-            draft: crate::model_store::resolve_model(Some(draft), true, a.json)?,
+            draft,
             text: a.draft_text,
             paragraphs: a.draft_paragraphs.max(1),
             tokens: a.decode_tokens,
@@ -368,7 +412,7 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
         );
     }
     if let Some(ids_file) = &a.worker_ids {
-        sys::use_threads(threads);
+        use_threads(threads);
         let ids: Vec<u32> = serde_json::from_slice(
             &std::fs::read(ids_file)
                 .with_context(|| format!("cannot read {}", ids_file.display()))?,
@@ -386,6 +430,7 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
         return Ok(0);
     }
     let quire = if a.in_process {
+        use_threads(threads);
         QuireRunner::InProcess
     } else {
         QuireRunner::Child(std::env::current_exe().context("cannot find this executable")?)
@@ -400,6 +445,7 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
             compare_llama_cpp: a.compare.is_some(),
             quire,
             isa: a.isa,
+            config: bench_config(),
         },
         &a.device,
     )?;
@@ -408,7 +454,9 @@ fn run_engine(a: EngineArgs) -> Result<i32> {
 
 fn run_prefix(a: PrefixArgs) -> Result<i32> {
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
-    let model = crate::model_store::resolve_model(Some(&a.model), true, a.json)?;
+    let model =
+        crate::model_store::resolve_model(&super::store_config(), Some(&a.model), true, a.json)?;
+    use_threads(threads);
     let report = prefix::run(&PrefixBenchOptions {
         model,
         prefix_tokens: a.prefix_tokens,

@@ -16,6 +16,7 @@ pub struct FetchArgs {
 /// Run `quire fetch`.
 pub fn run(args: FetchArgs) -> Result<i32> {
     let manifest = Manifest::builtin()?;
+    let store = super::store_config();
     let names: Vec<String> = if args.names.is_empty() {
         vec![manifest.default.clone()]
     } else if args.names.iter().any(|n| n == "all") {
@@ -27,7 +28,7 @@ pub fn run(args: FetchArgs) -> Result<i32> {
         let Some(entry) = manifest.get(&name) else {
             bail!("unknown model {name:?}; known models: {}", manifest.names());
         };
-        let path = fetch_model(entry, args.quiet)?;
+        let path = fetch_model(&store, entry, args.quiet)?;
         println!("{}", path.display());
     }
     Ok(0)

@@ -33,7 +33,12 @@ fn supported_tokenizers() -> String {
 /// Run `quire inspect`: 0 when Quire supports the model, 1 when it does not (what it is is
 /// printed all the same).
 pub fn run(args: InspectArgs) -> Result<i32> {
-    let path = crate::model_store::resolve_model(args.model.as_deref(), true, args.json)?;
+    let path = crate::model_store::resolve_model(
+        &super::store_config(),
+        args.model.as_deref(),
+        true,
+        args.json,
+    )?;
     let gguf = GgufFile::open(&path)?;
     let arch = gguf.architecture().unwrap_or("").to_string();
     let arch_supported = Model::SUPPORTED.contains(&arch.as_str());

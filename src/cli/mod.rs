@@ -10,6 +10,7 @@ pub mod serve;
 pub mod translate;
 
 use crate::engine::{device::parse_device, Engine, LoadOptions};
+use crate::model_store::config::{StoreConfig, HF_OFFLINE_ENV, MODELS_DIR_ENV, PYTHON_ENV};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -21,6 +22,22 @@ pub fn install_engine_config() -> Result<()> {
     let cfg = crate::engine::config::EngineConfig::default()
         .with_overrides(kernel.as_deref(), kv.as_deref())?;
     crate::engine::config::install(&cfg)
+}
+
+/// The model store's settings from the environment, read here at the edge:
+/// `$QUIRE_MODELS_DIR` (when not empty) for the models directory, `$QUIRE_PYTHON` for the
+/// Python that runs pip, `$HF_HUB_OFFLINE` (set, not empty, not `0`) for Hugging Face's
+/// local cache only; [`StoreConfig::default`] for what is not set.
+pub fn store_config() -> StoreConfig {
+    let mut store = StoreConfig::default();
+    if let Some(dir) = std::env::var_os(MODELS_DIR_ENV).filter(|d| !d.is_empty()) {
+        store.models_dir = PathBuf::from(dir);
+    }
+    if let Ok(python) = std::env::var(PYTHON_ENV) {
+        store.python = python;
+    }
+    store.hf_offline = std::env::var(HF_OFFLINE_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
+    store
 }
 
 /// The on-disk prefix cache directory: `--prefix-cache-dir`, else `$QUIRE_PREFIX_CACHE_DIR`,
@@ -71,7 +88,7 @@ impl DraftArgs {
     /// Load the draft for `target` (none for `none`, or for `auto` without a known,
     /// downloaded draft); a draft whose tokenizer differs from the target's is an error.
     pub fn load(&self, target: &Engine) -> Result<Option<crate::engine::speculative::Draft>> {
-        crate::model_store::resolve_draft(&self.draft, &target.path, false)?
+        crate::model_store::resolve_draft(&store_config(), &self.draft, &target.path, false)?
             .map(|path| crate::engine::speculative::Draft::load(&path, target))
             .transpose()
     }
@@ -80,7 +97,7 @@ impl DraftArgs {
 impl ModelArgs {
     /// Resolve the model path (fetching a known model if needed).
     pub fn resolve(&self, quiet: bool) -> Result<PathBuf> {
-        crate::model_store::resolve_model(self.model.as_deref(), true, quiet)
+        crate::model_store::resolve_model(&store_config(), self.model.as_deref(), true, quiet)
     }
 
     /// Resolve and load.

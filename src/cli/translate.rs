@@ -167,7 +167,7 @@ fn check_languages(from: &str, to: &str) -> Result<()> {
 
 /// The unit budget, clamped to what a reply can hold (a larger unit's translation would be
 /// cut short by the output cap) and to a useful minimum, saying so when it changes.
-fn unit_tokens(asked: usize) -> usize {
+pub fn unit_tokens(asked: usize) -> usize {
     use crate::translate::passage::{MAX_NEW_TOKENS, MAX_UNIT_TOKENS};
     let used = asked.clamp(32, MAX_UNIT_TOKENS);
     if used != asked {
@@ -275,6 +275,7 @@ impl TranslateArgs {
             draft: args.draft,
             term_originals: !args.no_term_originals,
             prompt_profile: args.prompt_profile,
+            store: super::store_config(),
         })
     }
 }
@@ -299,7 +300,7 @@ pub fn remote_run(opts: &TranslateOptions, mut config: RemoteConfig) -> Result<R
     let mut backend = RemoteBackend::new(config)?;
     if let Some(spec) = &opts.model {
         let quiet = opts.progress != ProgressMode::Bar;
-        let path = crate::model_store::resolve_model(Some(spec), false, quiet)?;
+        let path = crate::model_store::resolve_model(&opts.store, Some(spec), false, quiet)?;
         backend = backend
             .with_local_tokenizer(&path, opts.chat_template.as_deref())
             .with_context(|| format!("cannot count tokens with {}", path.display()))?;
@@ -366,4 +367,31 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
     } else {
         3
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_default_is_the_cli_default() {
+        // Every flag at its clap default gives `TranslateOptions::default()`, but for what the
+        // CLI reads from the environment (`$QUIRE_PREFIX_CACHE_DIR`, the model store's
+        // variables), which it lays over those same defaults.
+        let from_cli = TranslateArgs::defaults().to_options().unwrap();
+        let expected = TranslateOptions {
+            prefix_cache_dir: super::super::prefix_cache_dir(None, false),
+            store: super::super::store_config(),
+            ..TranslateOptions::default()
+        };
+        assert_eq!(format!("{from_cli:#?}"), format!("{expected:#?}"));
+        let d = TranslateOptions::default();
+        assert_eq!(
+            d.prefix_cache_dir,
+            Some(crate::engine::prefix_cache::disk::default_dir())
+        );
+        assert_eq!(d.store, crate::model_store::StoreConfig::default());
+        assert_eq!((d.unit_tokens, unit_tokens(d.unit_tokens)), (300, 300));
+        assert_eq!(d.target_lang, "zh-CN");
+    }
 }

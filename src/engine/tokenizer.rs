@@ -288,6 +288,8 @@ impl Tokenizer {
             "<|end|>",
             "<end_of_turn>",
             "<eos>",
+            // Hunyuan-MT / HY-MT's end of a reply.
+            "<|eos|>",
         ] {
             if let Some(t) = inner.token_to_id(extra) {
                 if !eos_ids.contains(&t) {

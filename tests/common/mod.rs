@@ -12,9 +12,15 @@ pub const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 /// The Llama-architecture test model.
 pub const SMOL: &str = "smollm2-135m-instruct-q4_1";
 
+/// The model store as `quire` finds it (`$QUIRE_MODELS_DIR`, `$QUIRE_PYTHON`…), read once.
+pub fn store() -> &'static quire::model_store::StoreConfig {
+    static S: OnceLock<quire::model_store::StoreConfig> = OnceLock::new();
+    S.get_or_init(quire::cli::store_config)
+}
+
 /// Path of a known model, fetching it if needed.
 pub fn model_path(name: &str) -> PathBuf {
-    quire::model_store::resolve_model(Some(name), true, true)
+    quire::model_store::resolve_model(store(), Some(name), true, true)
         .unwrap_or_else(|e| panic!("cannot fetch {name}: {e:#}"))
 }
 
@@ -65,7 +71,7 @@ pub fn model_path_in_store(name: &str) -> PathBuf {
     if known {
         return model_path(name);
     }
-    let p = quire::model_store::models_dir().join(format!("{name}.gguf"));
+    let p = store().models_dir.join(format!("{name}.gguf"));
     assert!(
         p.is_file(),
         "model {name} is not in the manifest nor at {}: fetch it with `cargo run --release -- fetch {name}`",

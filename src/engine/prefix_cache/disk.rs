@@ -28,10 +28,7 @@ pub struct DiskPrefixCache {
 /// Default directory: `<user cache dir>/quire/prefix-cache` (the CLI lets
 /// `$QUIRE_PREFIX_CACHE_DIR` override it).
 pub fn default_dir() -> PathBuf {
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("quire")
-        .join("prefix-cache")
+    crate::paths::cache_dir().join("prefix-cache")
 }
 
 /// File key for a prefix.
