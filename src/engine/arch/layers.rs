@@ -60,8 +60,8 @@ impl Linear {
     /// `x @ Wᵀ + b` for `x` of shape `[tokens, in]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
-            Weights::Native(m) => x.contiguous()?.apply_op1_no_bwd(&NativeMatMul(m.clone()))?,
-            Weights::Dense(m) => x.contiguous()?.apply_op1_no_bwd(&DenseMatMul(m.clone()))?,
+            Weights::Native(m) => x.contiguous()?.apply_op1_no_bwd(&RowMatMul(m.clone()))?,
+            Weights::Dense(m) => x.contiguous()?.apply_op1_no_bwd(&RowMatMul(m.clone()))?,
             Weights::Candle(w) => w.forward(x)?,
         };
         Ok(match &self.b {
@@ -71,12 +71,28 @@ impl Linear {
     }
 }
 
-/// Candle op running [`QuantMatrix::forward`] on a contiguous f32 CPU tensor `[.., in]`.
-struct NativeMatMul(Arc<QuantMatrix>);
+/// A weight matrix Quire multiplies itself on the CPU: `y = x · Wᵀ` for `m` rows of `x`
+/// (`[m, cols]` → `[m, rows]`), each output depending on its own input row only.
+trait RowMatrix: Send + Sync {
+    fn shape(&self) -> (usize, usize);
+    fn product(&self, x: &[f32], m: usize) -> Vec<f32>;
+}
 
-impl CustomOp1 for NativeMatMul {
+impl RowMatrix for QuantMatrix {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+    fn product(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.forward(x, m)
+    }
+}
+
+/// Candle op running a [`RowMatrix`] on a contiguous f32 CPU tensor `[.., in]`.
+struct RowMatMul<M: RowMatrix>(Arc<M>);
+
+impl<M: RowMatrix> CustomOp1 for RowMatMul<M> {
     fn name(&self) -> &'static str {
-        "quire-quant-matmul"
+        "quire-matmul"
     }
 
     fn cpu_fwd(
@@ -85,31 +101,30 @@ impl CustomOp1 for NativeMatMul {
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("quantized matmul expects f32 activations");
+            candle_core::bail!("matmul expects f32 activations");
         };
         let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("quantized matmul expects contiguous activations");
+            candle_core::bail!("matmul expects contiguous activations");
         };
+        let (rows, cols) = self.0.shape();
         let dims = layout.shape().dims();
         let k = *dims.last().unwrap_or(&0);
-        if k != self.0.cols {
-            candle_core::bail!(
-                "quantized matmul: input width {k}, the matrix takes {}",
-                self.0.cols
-            );
+        if k != cols {
+            candle_core::bail!("matmul: input width {k}, the matrix takes {cols}");
         }
-        let m = (end - start) / k;
-        let y = self.0.forward(&data[start..end], m);
+        let m = (end - start) / k.max(1);
+        let y = self.0.product(&data[start..end], m);
         let mut out = dims.to_vec();
-        *out.last_mut().unwrap() = self.0.rows;
+        *out.last_mut().unwrap() = rows;
         Ok((CpuStorage::F32(y), Shape::from(out)))
     }
 }
 
 /// Unquantized weights (F32, F16 or BF16 in the GGUF) as f32 rows, multiplied with a fixed
-/// order of additions per output ([`dense_dot`]): every output depends only on its own input
-/// row, as with the quantized kernels, so a cached prefix stays exact. (Candle's f32 matmul
-/// picks its blocking by the number of rows, which changes the last bits.)
+/// order of additions per output ([`super::attention::dot`]): every output depends only on
+/// its own input row, as with the quantized kernels, so a cached prefix stays exact.
+/// (Candle's f32 matmul picks its blocking by the number of rows, which changes the last
+/// bits.)
 pub struct DenseMatrix {
     rows: usize,
     cols: usize,
@@ -152,7 +167,7 @@ impl DenseMatrix {
                     let n = b * BLOCK + r;
                     let w = &self.w[n * k..(n + 1) * k];
                     for (i, y) in o.iter_mut().enumerate() {
-                        *y = dense_dot(&x[i * k..(i + 1) * k], w);
+                        *y = super::attention::dot(&x[i * k..(i + 1) * k], w);
                     }
                 }
             });
@@ -166,56 +181,12 @@ impl DenseMatrix {
     }
 }
 
-/// A dot product in one fixed order: eight interleaved partial sums, added pairwise, then
-/// the tail. Rust never reorders float additions, so the result is the same whatever else
-/// is in the batch.
-fn dense_dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = a.len() / 8;
-    for c in 0..chunks {
-        for l in 0..8 {
-            acc[l] += a[c * 8 + l] * b[c * 8 + l];
-        }
+impl RowMatrix for DenseMatrix {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
     }
-    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for i in chunks * 8..a.len() {
-        s += a[i] * b[i];
-    }
-    s
-}
-
-/// Candle op running [`DenseMatrix::forward`] on a contiguous f32 CPU tensor `[.., cols]`.
-struct DenseMatMul(Arc<DenseMatrix>);
-
-impl CustomOp1 for DenseMatMul {
-    fn name(&self) -> &'static str {
-        "quire-dense-matmul"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("dense matmul expects f32 activations");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("dense matmul expects contiguous activations");
-        };
-        let dims = layout.shape().dims();
-        let k = *dims.last().unwrap_or(&0);
-        if k != self.0.cols {
-            candle_core::bail!(
-                "dense matmul: input width {k}, the matrix takes {}",
-                self.0.cols
-            );
-        }
-        let m = (end - start) / k.max(1);
-        let y = self.0.forward(&data[start..end], m);
-        let mut out = dims.to_vec();
-        *out.last_mut().unwrap() = self.0.rows;
-        Ok((CpuStorage::F32(y), Shape::from(out)))
+    fn product(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.forward(x, m)
     }
 }
 

@@ -265,7 +265,10 @@ pub fn first_visible(visible: usize, window: Option<usize>) -> usize {
     window.map_or(0, |w| visible.saturating_sub(w))
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// A dot product in one fixed order: eight interleaved partial sums, added pairwise, then
+/// the tail. Rust never reorders float additions, so the result is the same whatever else
+/// is in the batch (also the dense weights' product, `layers::DenseMatrix`).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent accumulators in a fixed order: vectorises, and is deterministic.
     let mut acc = [0f32; 8];
     let chunks = a.len() / 8;
