@@ -1,7 +1,10 @@
-//! Loading a book: one Markdown file, or a directory of Markdown chapters in natural order.
+//! Loading a book: one Markdown file, a directory of Markdown chapters in natural order,
+//! or an EPUB (its spine's documents as Markdown chapters, see [`epub`]).
 //!
 //! A chapter keeps its exact bytes (decoded as UTF-8, nothing normalised), so that
 //! segmentation and reassembly can reproduce it byte for byte.
+
+pub mod epub;
 
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
@@ -12,8 +15,10 @@ use std::path::{Path, PathBuf};
 pub struct Book {
     /// The file or directory the book was loaded from.
     pub root: PathBuf,
-    /// Chapters in natural sort order of their relative paths.
+    /// Chapters in natural sort order of their relative paths (an EPUB's in spine order).
     pub chapters: Vec<Chapter>,
+    /// The EPUB the chapters were read from, to write the translation back into.
+    pub epub: Option<std::sync::Arc<epub::Epub>>,
 }
 
 /// One chapter: a Markdown file's path relative to the book root and its text.
@@ -59,10 +64,18 @@ pub fn is_markdown_path(path: &Path) -> bool {
 pub fn load_book(path: &Path) -> Result<Book> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read book path {}", path.display()))?;
+    if meta.is_file() && epub::is_epub_path(path) {
+        let book = epub::Epub::read(path)?;
+        return Ok(Book {
+            root: path.to_path_buf(),
+            chapters: book.chapters(),
+            epub: Some(std::sync::Arc::new(book)),
+        });
+    }
     if meta.is_file() {
         if !is_markdown_path(path) {
             bail!(
-                "{} is not a Markdown file (expected a .md or .markdown file, or a directory of them)",
+                "{} is not a Markdown file or an EPUB (expected a .md, .markdown or .epub file, or a directory of Markdown files)",
                 path.display()
             );
         }
@@ -77,6 +90,7 @@ pub fn load_book(path: &Path) -> Result<Book> {
                 rel_path: name,
                 text,
             }],
+            epub: None,
         });
     }
     if !meta.is_dir() {
@@ -102,6 +116,7 @@ pub fn load_book(path: &Path) -> Result<Book> {
     Ok(Book {
         root: path.to_path_buf(),
         chapters,
+        epub: None,
     })
 }
 

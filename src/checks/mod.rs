@@ -11,6 +11,7 @@
 mod align;
 mod content;
 mod doc;
+pub mod epub;
 pub mod lang;
 pub mod numbers;
 mod structure;
@@ -67,11 +68,13 @@ pub enum Category {
     Markup,
     /// Line endings of another style than the source's (CRLF or LF).
     LineEnding,
+    /// An EPUB's resources, package, layout, per-block markup and table of contents.
+    Package,
 }
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 19] = [
+    pub const ALL: [Category; 20] = [
         Category::CodeBlock,
         Category::Heading,
         Category::Link,
@@ -91,11 +94,12 @@ impl Category {
         Category::LengthRatio,
         Category::Markup,
         Category::LineEnding,
+        Category::Package,
     ];
 
     /// The categories of structure a translation must keep exactly (what the translation
     /// pipeline guarantees: no error in them on Quire's own output).
-    pub const STRUCTURE: [Category; 11] = [
+    pub const STRUCTURE: [Category; 12] = [
         Category::CodeBlock,
         Category::Heading,
         Category::Link,
@@ -107,6 +111,7 @@ impl Category {
         Category::Placeholder,
         Category::Url,
         Category::LineEnding,
+        Category::Package,
     ];
 
     /// The JSON / display name, e.g. `code_block`.
@@ -131,6 +136,7 @@ impl Category {
             Category::LengthRatio => "length_ratio",
             Category::Markup => "markup",
             Category::LineEnding => "line_ending",
+            Category::Package => "epub_package",
         }
     }
 }
@@ -593,6 +599,9 @@ pub fn check_books(source: &Book, target: &Book, ctx: &CheckContext) -> Result<R
     for (s, t) in &pairs {
         let c = ctx.for_chapter(&s.name());
         findings.extend(check_pair(&s.text, &t.text, &c));
+    }
+    if let (Some(s), Some(t)) = (&source.epub, &target.epub) {
+        findings.extend(epub::compare(s, t));
     }
     Ok(Report::from_findings(findings, pairs.len()))
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// Arguments of `quire translate`.
 #[derive(clap::Args, Debug)]
 pub struct TranslateArgs {
-    /// A .md file or a directory of chapters; default: the bundled sample book.
+    /// A .md file, a directory of chapters, or an .epub; default: the bundled sample book.
     pub input: Option<PathBuf>,
     /// Output directory (book/, glossary.json, reports, run.json, checkpoint).
     #[arg(long, short, default_value = "out")]
@@ -76,6 +76,12 @@ pub struct TranslateArgs {
     /// `--` comments is translated; the code itself always stays byte for byte).
     #[arg(long)]
     pub keep_code_comments: bool,
+    /// A bilingual edition: each source block followed by its translation (EPUB: a copy of
+    /// the block with the class `quire-translation`; Markdown: the translation in a block
+    /// quote after each source paragraph). Headings and the table of contents are
+    /// translated only.
+    #[arg(long)]
+    pub bilingual: bool,
     /// Print the plan, units, token budget per agent and an estimated time; load no model.
     #[arg(long)]
     pub dry_run: bool,
@@ -252,6 +258,7 @@ impl TranslateArgs {
             chat_template: args.chat_template,
             unit_tokens: unit_tokens(args.unit_tokens),
             code_comments: !args.keep_code_comments,
+            bilingual: args.bilingual,
             dry_run: args.dry_run,
             mode: args.mode,
             max_new_tokens_total: args.max_new_tokens_total,

@@ -3,6 +3,7 @@
 //! under `book/`, mirroring the input tree.
 
 use super::manager::Manager;
+use crate::book::epub::{Epub, EpubOptions};
 use crate::units::{reassemble, restore_placeholders};
 use crate::util::{sha256_hex, write_atomic, LineEnding};
 use anyhow::Result;
@@ -21,6 +22,7 @@ pub(super) fn write(
     let plan = m.plan;
     let book_dir = m.out.join("book");
     let mut chapter_texts = Vec::new();
+    let mut epub_blocks = Vec::new();
     for (ci, chapter) in plan.book.chapters.iter().enumerate() {
         let units = &plan.units[ci];
         let texts: Vec<String> = units
@@ -50,10 +52,42 @@ pub(super) fn write(
                 format!("book/{}", chapter.name()),
                 sha256_hex(text.as_bytes()),
             );
+        if let Some(epub) = &plan.book.epub {
+            epub_blocks.push(crate::book::epub::block_texts(&epub.docs[ci], units, &texts));
+        }
         chapter_texts.push(ChapterText {
             name: chapter.name(),
             texts,
         });
     }
+    if let Some(epub) = &plan.book.epub {
+        write_epub(m, epub, &epub_blocks)?;
+    }
     Ok(chapter_texts)
+}
+
+/// The translated EPUB, under the input's file name in the output directory.
+fn write_epub(
+    m: &mut Manager,
+    epub: &Epub,
+    blocks: &[Vec<Option<String>>],
+) -> Result<()> {
+    let name = epub.file_name();
+    let path = m.out.join(&name);
+    let opts = EpubOptions {
+        language: m.opts.target_lang.clone(),
+        bilingual: m.opts.bilingual,
+    };
+    let report = crate::book::epub::write_epub(epub, blocks, &opts, &path)?;
+    for block in &report.kept_source {
+        eprintln!("warning: {block}: the translation's markup did not fit the source's; the source is kept");
+    }
+    let bytes = std::fs::read(&path)?;
+    m.checkpoint
+        .value
+        .result
+        .manager_context_final
+        .file_index
+        .insert(name, sha256_hex(&bytes));
+    Ok(())
 }

@@ -69,6 +69,9 @@ pub struct TranslateOptions {
     pub unit_tokens: usize,
     /// Translate the prose comments of fenced code blocks (the code stays byte for byte).
     pub code_comments: bool,
+    /// Write a bilingual edition: each block of the source followed by its translation
+    /// (headings and the table of contents translated only).
+    pub bilingual: bool,
     /// Print the plan and stop.
     pub dry_run: bool,
     /// Orchestrated or single-agent.
@@ -122,6 +125,7 @@ impl Default for TranslateOptions {
             chat_template: None,
             unit_tokens: 300,
             code_comments: true,
+            bilingual: false,
             dry_run: false,
             mode: Mode::Orchestrated,
             max_new_tokens_total: None,

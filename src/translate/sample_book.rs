@@ -34,5 +34,6 @@ pub fn book() -> Book {
                 text: text.to_string(),
             })
             .collect(),
+        epub: None,
     }
 }
