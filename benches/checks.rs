@@ -105,10 +105,12 @@ fn main() {
     let source = Book {
         root: PathBuf::from("bench-en"),
         chapters: src,
+        epub: None,
     };
     let target = Book {
         root: PathBuf::from("bench-zh"),
         chapters: tgt,
+        epub: None,
     };
     let glossary = Glossary::parse_json(
         r#"[{"en":"agent","zh":"代理人"},{"en":"ledger","zh":"账簿"},{"en":"lens","zh":"透镜"}]"#,

@@ -118,8 +118,11 @@ fn write_zip(path: &Path, entries: &[(String, Vec<u8>)]) {
         } else {
             CompressionMethod::Deflated
         };
-        w.start_file(name.as_str(), SimpleFileOptions::default().compression_method(method))
-            .unwrap();
+        w.start_file(
+            name.as_str(),
+            SimpleFileOptions::default().compression_method(method),
+        )
+        .unwrap();
         w.write_all(bytes).unwrap();
     }
     w.finish().unwrap();
@@ -144,11 +147,21 @@ fn han(text: &str) -> String {
     let mut out = String::new();
     let mut at = 0;
     for m in re.find_iter(text) {
-        out.extend(text[at..m.start()].chars().map(|c| if c.is_ascii_alphabetic() { '中' } else { c }));
+        out.extend(text[at..m.start()].chars().map(|c| {
+            if c.is_ascii_alphabetic() {
+                '中'
+            } else {
+                c
+            }
+        }));
         out.push_str(m.as_str());
         at = m.end();
     }
-    out.extend(text[at..].chars().map(|c| if c.is_ascii_alphabetic() { '中' } else { c }));
+    out.extend(
+        text[at..]
+            .chars()
+            .map(|c| if c.is_ascii_alphabetic() { '中' } else { c }),
+    );
     out
 }
 
@@ -162,10 +175,13 @@ impl ChatBackend for StandIn {
                 match self.calls % 3 {
                     // Placeholders in reverse order: closing tags before opening ones.
                     1 => {
-                        let found: Vec<String> = ph.find_iter(&t).map(|m| m.as_str().to_string()).collect();
+                        let found: Vec<String> =
+                            ph.find_iter(&t).map(|m| m.as_str().to_string()).collect();
                         let mut it = found.iter().rev();
-                        ph.replace_all(&t, |_: &regex::Captures| it.next().cloned().unwrap_or_default())
-                            .into_owned()
+                        ph.replace_all(&t, |_: &regex::Captures| {
+                            it.next().cloned().unwrap_or_default()
+                        })
+                        .into_owned()
                     }
                     2 => ph.replace(&t, "").into_owned(),
                     _ => t,
@@ -272,8 +288,13 @@ fn a_bilingual_epub_shows_source_and_translation() {
     let out = translate(&src, &dir.path().join("out"), true);
     let ch1 = entry_text(&out, "OEBPS/text/ch1.xhtml");
     assert!(ch1.contains("A model reads <em>tokens</em>"), "{ch1}");
-    assert!(ch1.contains(&format!("<p class=\"first {BILINGUAL_CLASS}\">")), "{ch1}");
-    assert!(ch1.contains(&format!("One thousand tokens cost 3 seconds.<br/><span class=\"{BILINGUAL_CLASS}\">")));
+    assert!(
+        ch1.contains(&format!("<p class=\"first {BILINGUAL_CLASS}\">")),
+        "{ch1}"
+    );
+    assert!(ch1.contains(&format!(
+        "One thousand tokens cost 3 seconds.<br/><span class=\"{BILINGUAL_CLASS}\">"
+    )));
     // Headings translated only; ids never doubled.
     assert!(!ch1.contains("Chapter One: Tokens</h1>"));
     assert_eq!(ch1.matches("id=\"r1\"").count(), 1);
@@ -286,7 +307,13 @@ fn refused(entries: &[(String, Vec<u8>)], expect: &str) {
     write_zip(&src, entries);
     let out = dir.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_quire"))
-        .args(["translate", src.to_str().unwrap(), "--out", out.to_str().unwrap(), "--dry-run"])
+        .args([
+            "translate",
+            src.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--dry-run",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -310,19 +337,42 @@ fn bad_epubs_are_refused_with_the_file_named() {
     let drm = r#"<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" xmlns:enc="http://www.w3.org/2001/04/xmlenc#">
 <enc:EncryptedData><enc:EncryptionMethod Algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc"/>
 <enc:CipherData><enc:CipherReference URI="OEBPS/text/ch1.xhtml"/></enc:CipherData></enc:EncryptedData></encryption>"#;
-    refused(&with("META-INF/encryption.xml", drm.as_bytes()), "OEBPS/text/ch1.xhtml is encrypted (DRM)");
-    let no_container: Vec<_> = entries().into_iter().filter(|(n, _)| n != "META-INF/container.xml").collect();
+    refused(
+        &with("META-INF/encryption.xml", drm.as_bytes()),
+        "OEBPS/text/ch1.xhtml is encrypted (DRM)",
+    );
+    let no_container: Vec<_> = entries()
+        .into_iter()
+        .filter(|(n, _)| n != "META-INF/container.xml")
+        .collect();
     refused(&no_container, "META-INF/container.xml is missing");
-    refused(&with("OEBPS/content.opf", b"<package><manifest></package>"), "OEBPS/content.opf: line 1");
+    refused(
+        &with("OEBPS/content.opf", b"<package><manifest></package>"),
+        "OEBPS/content.opf: line 1",
+    );
     let broken = CHAPTER.replace("</em>", "");
-    refused(&with("OEBPS/text/ch1.xhtml", broken.as_bytes()), "OEBPS/text/ch1.xhtml: line 9");
-    refused(&with("../evil.xhtml", b"x"), "../evil.xhtml: an absolute path or a path out of the book");
-    refused(&with("OEBPS/zeros.bin", &vec![0u8; 64 << 20]), "OEBPS/zeros.bin: unpacks to 67108864 bytes");
-    let not_utf8 = CHAPTER.replace("Tokens</h1>", "Tok\u{e9}ns</h1>").replace('\u{e9}', "\u{1}");
+    refused(
+        &with("OEBPS/text/ch1.xhtml", broken.as_bytes()),
+        "OEBPS/text/ch1.xhtml: line 9",
+    );
+    refused(
+        &with("../evil.xhtml", b"x"),
+        "../evil.xhtml: an absolute path or a path out of the book",
+    );
+    refused(
+        &with("OEBPS/zeros.bin", &vec![0u8; 64 << 20]),
+        "OEBPS/zeros.bin: unpacks to 67108864 bytes",
+    );
+    let not_utf8 = CHAPTER
+        .replace("Tokens</h1>", "Tok\u{e9}ns</h1>")
+        .replace('\u{e9}', "\u{1}");
     let mut bytes = not_utf8.into_bytes();
     let at = bytes.iter().position(|&b| b == 1).unwrap();
     bytes[at] = 0xE9;
-    refused(&with("OEBPS/text/ch1.xhtml", &bytes), "OEBPS/text/ch1.xhtml: not UTF-8");
+    refused(
+        &with("OEBPS/text/ch1.xhtml", &bytes),
+        "OEBPS/text/ch1.xhtml: not UTF-8",
+    );
 }
 
 /// The external tools, where installed (CI installs them and sets QUIRE_EPUB_TOOLS=1,
@@ -344,18 +394,26 @@ fn tool(name: &str) -> bool {
 /// epubcheck's error and warning messages, without the file name prefix.
 fn epubcheck(path: &Path) -> Vec<String> {
     let o = Command::new("java")
-        .args(["-jar", "/usr/share/java/epubcheck.jar", path.to_str().unwrap()])
+        .args([
+            "-jar",
+            "/usr/share/java/epubcheck.jar",
+            path.to_str().unwrap(),
+        ])
         .output()
         .or_else(|_| Command::new("epubcheck").arg(path).output())
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     let name = path.to_string_lossy().into_owned();
     text.lines()
         .filter(|l| l.starts_with("ERROR") || l.starts_with("WARNING") || l.starts_with("FATAL"))
         .map(|l| {
             // Positions may move when text is translated; the message and file stay.
             let l = l.replace(&name, "");
-            regex::Regex::new(r"\(\d+,\d+\)").unwrap().replace_all(&l, "").into_owned()
+            regex::Regex::new(r"\(\d+,\d+\)")
+                .unwrap()
+                .replace_all(&l, "")
+                .into_owned()
         })
         .collect()
 }
@@ -363,10 +421,11 @@ fn epubcheck(path: &Path) -> Vec<String> {
 fn sample_markdown(dir: &Path) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample-book");
     let mut out = Vec::new();
+    // The sample's image is not shipped; keep the book self-contained.
+    let image = regex::Regex::new(r"!\[[^\]]*\]\([^)]*\)").unwrap();
     for n in ["chapter1.md", "chapter2.md", "chapter3.md"] {
         let text = std::fs::read_to_string(root.join(n)).unwrap();
-        // The sample's image is not shipped; keep the book self-contained.
-        let text = regex::Regex::new(r"!\[[^\]]*\]\([^)]*\)").unwrap().replace_all(&text, "");
+        let text = image.replace_all(&text, "");
         let p = dir.join(n);
         std::fs::write(&p, text.as_bytes()).unwrap();
         out.push(p);
@@ -391,14 +450,24 @@ fn pandoc_and_calibre_books_pass_epubcheck_after_translation() {
     assert!(ok.success());
     let calibre = dir.path().join("sample-calibre.epub");
     let html = dir.path().join("sample.html");
-    assert!(Command::new("pandoc").args(&md).args(["-s", "--metadata", "title=Sample", "-o"]).arg(&html).status().unwrap().success());
+    assert!(Command::new("pandoc")
+        .args(&md)
+        .args(["-s", "--metadata", "title=Sample", "-o"])
+        .arg(&html)
+        .status()
+        .unwrap()
+        .success());
     let ok = Command::new("ebook-convert")
         .arg(&html)
         .arg(&calibre)
         .args(["--epub-version", "3", "--language", "en"])
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     for (src, name) in [(&pandoc, "pandoc"), (&calibre, "calibre")] {
         for bilingual in [false, true] {
             let out_dir = dir.path().join(format!("out-{name}-{bilingual}"));
@@ -407,8 +476,14 @@ fn pandoc_and_calibre_books_pass_epubcheck_after_translation() {
                 assert_eq!(structure_errors(src, &out), Vec::<String>::new(), "{name}");
             }
             let before = epubcheck(src);
-            let new: Vec<String> = epubcheck(&out).into_iter().filter(|m| !before.contains(m)).collect();
-            assert!(new.is_empty(), "{name} bilingual={bilingual}: epubcheck found new problems: {new:#?}");
+            let new: Vec<String> = epubcheck(&out)
+                .into_iter()
+                .filter(|m| !before.contains(m))
+                .collect();
+            assert!(
+                new.is_empty(),
+                "{name} bilingual={bilingual}: epubcheck found new problems: {new:#?}"
+            );
         }
     }
 }

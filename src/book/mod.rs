@@ -4,6 +4,7 @@
 //! A chapter keeps its exact bytes (decoded as UTF-8, nothing normalised), so that
 //! segmentation and reassembly can reproduce it byte for byte.
 
+pub mod bilingual;
 pub mod epub;
 
 use anyhow::{bail, Context, Result};

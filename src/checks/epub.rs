@@ -30,7 +30,9 @@ fn finding(chapter: &str, evidence: String, action: &str) -> Finding {
 pub fn compare(source: &Epub, target: &Epub) -> Vec<Finding> {
     let mut out = Vec::new();
     resources(source, target, &mut out);
-    if source.manifest.items != target.manifest.items || source.manifest.spine != target.manifest.spine {
+    if source.manifest.items != target.manifest.items
+        || source.manifest.spine != target.manifest.spine
+    {
         out.push(finding(
             &source.manifest.opf_path,
             "the manifest or spine differs from the source's".into(),
@@ -61,7 +63,11 @@ fn resources(source: &Epub, target: &Epub, out: &mut Vec<Finding>) {
             || e.manifest.ncx().is_some_and(|n| n.path == name)
     };
     let (Ok(s), Ok(t)) = (entries(source), entries(target)) else {
-        out.push(finding(&target.path.display().to_string(), "cannot unpack".into(), "re-export the EPUB"));
+        out.push(finding(
+            &target.path.display().to_string(),
+            "cannot unpack".into(),
+            "re-export the EPUB",
+        ));
         return;
     };
     for (name, bytes) in &s {
@@ -70,12 +76,24 @@ fn resources(source: &Epub, target: &Epub, out: &mut Vec<Finding>) {
         }
         match t.get(name) {
             Some(b) if b == bytes => {}
-            Some(_) => out.push(finding(name, "the resource's bytes differ from the source's".into(), "copy the source's file back")),
-            None => out.push(finding(name, "missing from the translation".into(), "copy the source's file back")),
+            Some(_) => out.push(finding(
+                name,
+                "the resource's bytes differ from the source's".into(),
+                "copy the source's file back",
+            )),
+            None => out.push(finding(
+                name,
+                "missing from the translation".into(),
+                "copy the source's file back",
+            )),
         }
     }
     for name in t.keys().filter(|n| !s.contains_key(*n)) {
-        out.push(finding(name, "not in the source".into(), "remove it, or translate the source again"));
+        out.push(finding(
+            name,
+            "not in the source".into(),
+            "remove it, or translate the source again",
+        ));
     }
 }
 
@@ -95,7 +113,11 @@ fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
     if source.blocks.len() != target.blocks.len() {
         out.push(finding(
             &source.path,
-            format!("{} blocks of text in the source, {} in the translation", source.blocks.len(), target.blocks.len()),
+            format!(
+                "{} blocks of text in the source, {} in the translation",
+                source.blocks.len(),
+                target.blocks.len()
+            ),
             "a block was added or lost: translate the document again",
         ));
         return;
@@ -121,7 +143,12 @@ fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
         if !what.is_empty() {
             out.push(finding(
                 &source.path,
-                format!("block {}: {} differ from the source's: {}", k + 1, what.join(", "), s.markdown),
+                format!(
+                    "block {}: {} differ from the source's: {}",
+                    k + 1,
+                    what.join(", "),
+                    s.markdown
+                ),
                 "fix the block's markup to match the source",
             ));
         }
@@ -150,7 +177,11 @@ fn skeleton(doc: &Doc) -> String {
         at = b.inner.end;
     }
     text.push_str(&doc.text[at..]);
-    match (text.find("<html"), text.find("<html").and_then(|i| text[i..].find('>').map(|j| i + j))) {
+    match (
+        text.find("<html"),
+        text.find("<html")
+            .and_then(|i| text[i..].find('>').map(|j| i + j)),
+    ) {
         (Some(i), Some(j)) => format!("{}{}", &text[..i], &text[j + 1..]),
         _ => text,
     }
@@ -158,19 +189,24 @@ fn skeleton(doc: &Doc) -> String {
 
 /// The table of contents' targets, in order, in the navigation document and the NCX.
 fn toc(source: &Epub, target: &Epub) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (label, s, t) in [
-        ("navigation document", nav_targets(source), nav_targets(target)),
-    ] {
-        if s != t {
-            out.push(finding(
-                &source.manifest.nav().map(|n| n.path.clone()).unwrap_or_default(),
-                format!("the {label}'s entries differ: {} in the source, {} in the translation", s.len(), t.len()),
-                "translate the source again; the table of contents must point where the source's does",
-            ));
-        }
+    let (s, t) = (nav_targets(source), nav_targets(target));
+    if s == t {
+        return Vec::new();
     }
-    out
+    let file = source
+        .manifest
+        .nav()
+        .or(source.manifest.ncx())
+        .map(|n| n.path.clone());
+    vec![finding(
+        &file.unwrap_or_default(),
+        format!(
+            "the table of contents' entries differ: {} targets in the source, {} in the translation",
+            s.len(),
+            t.len()
+        ),
+        "translate the source again; the table of contents must point where the source's does",
+    )]
 }
 
 /// Every `href`/`src` in the navigation document and NCX, in order.
@@ -179,9 +215,11 @@ fn nav_targets(e: &Epub) -> Vec<String> {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let re = regex::Regex::new(r#"\s(?:href|src)\s*=\s*("[^"]*"|'[^']*')"#).unwrap();
     for item in [e.manifest.nav(), e.manifest.ncx()].into_iter().flatten() {
-        let Ok(text) = files.text(&item.path) else { continue };
-        let re = regex::Regex::new(r#"\s(?:href|src)\s*=\s*("[^"]*"|'[^']*')"#).unwrap();
+        let Ok(text) = files.text(&item.path) else {
+            continue;
+        };
         out.extend(re.captures_iter(&text).map(|c| c[1].to_string()));
     }
     out

@@ -36,7 +36,16 @@ pub(super) fn write(
             .collect();
         // A chapter written with one line-ending style throughout keeps it (translated
         // units come back with LF).
-        let text = reassemble(units, &texts);
+        let mut text = reassemble(units, &texts);
+        if m.opts.bilingual && plan.book.epub.is_none() {
+            match crate::book::bilingual::interleave(&chapter.text, &text) {
+                Some(both) => text = both,
+                None => eprintln!(
+                    "warning: {}: the translation's blocks do not pair with the source's; written without the source",
+                    chapter.name()
+                ),
+            }
+        }
         let text = match LineEnding::of(&chapter.text) {
             Some(style) => style.apply(&text),
             None => text,
@@ -53,7 +62,11 @@ pub(super) fn write(
                 sha256_hex(text.as_bytes()),
             );
         if let Some(epub) = &plan.book.epub {
-            epub_blocks.push(crate::book::epub::block_texts(&epub.docs[ci], units, &texts));
+            epub_blocks.push(crate::book::epub::block_texts(
+                &epub.docs[ci],
+                units,
+                &texts,
+            ));
         }
         chapter_texts.push(ChapterText {
             name: chapter.name(),
@@ -67,11 +80,7 @@ pub(super) fn write(
 }
 
 /// The translated EPUB, under the input's file name in the output directory.
-fn write_epub(
-    m: &mut Manager,
-    epub: &Epub,
-    blocks: &[Vec<Option<String>>],
-) -> Result<()> {
+fn write_epub(m: &mut Manager, epub: &Epub, blocks: &[Vec<Option<String>>]) -> Result<()> {
     let name = epub.file_name();
     let path = m.out.join(&name);
     let opts = EpubOptions {

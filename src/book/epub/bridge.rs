@@ -45,7 +45,7 @@ pub fn forward(doc: &str, nodes: &[&Node], heading: Option<u8>) -> Bridged {
     let line = text.trim_matches(' ');
     b.markdown = match heading {
         Some(level) => format!("{} {}", "#".repeat(level as usize), line),
-        None => escape_line_start(&line),
+        None => escape_line_start(line),
     };
     b
 }
@@ -310,7 +310,8 @@ mod tests {
              at 5\u{a0}km<a href=\"#fn1\" epub:type=\"noteref\">1</a><br/> a\\b `c` &amp;amp;"
         );
         // A translation that moves the emphasis and the code keeps every tag.
-        let zh = "<em class=\"x\"   id=\"e1\">研发</em>使用 `ls -l`<q-atom n=\"1\"/><q-atom n=\"0\"/>";
+        let zh =
+            "<em class=\"x\"   id=\"e1\">研发</em>使用 `ls -l`<q-atom n=\"1\"/><q-atom n=\"0\"/>";
         assert_eq!(
             reverse(zh, &b).unwrap(),
             "<em class=\"x\"   id=\"e1\">研发</em>使用 <code>ls -l</code><br/><a href=\"#fn1\" \
@@ -330,10 +331,19 @@ mod tests {
     fn headings_and_line_starts() {
         let b = bridge("Intro <em>x</em>", Some(2));
         assert_eq!(b.markdown, "## Intro <em>x</em>");
-        assert_eq!(reverse("## 引言 <em>x</em>", &b).unwrap(), "引言 <em>x</em>");
-        assert_eq!(bridge("# not a heading", None).markdown, "\\# not a heading");
+        assert_eq!(
+            reverse("## 引言 <em>x</em>", &b).unwrap(),
+            "引言 <em>x</em>"
+        );
+        assert_eq!(
+            bridge("# not a heading", None).markdown,
+            "\\# not a heading"
+        );
         assert_eq!(bridge("1. First", None).markdown, "1\\. First");
-        assert_eq!(reverse("1\\. First", &bridge("1. First", None)).unwrap(), "1. First");
+        assert_eq!(
+            reverse("1\\. First", &bridge("1. First", None)).unwrap(),
+            "1. First"
+        );
         assert_eq!(plain_text("A <em>b</em> &amp; c"), "A b &amp; c");
     }
 }

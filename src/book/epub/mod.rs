@@ -78,7 +78,8 @@ impl Epub {
     /// than [`MAX_UNPACKED`] bytes unpacked.
     pub fn read(path: &Path) -> Result<Epub> {
         let zip = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        Epub::from_bytes(path, zip).with_context(|| format!("cannot read the EPUB {}", path.display()))
+        Epub::from_bytes(path, zip)
+            .with_context(|| format!("cannot read the EPUB {}", path.display()))
     }
 
     /// [`Epub::read`] from the file's bytes.
@@ -164,7 +165,8 @@ impl<'a> Files<'a> {
             }
             total += f.size();
             if total > MAX_UNPACKED
-                || (f.size() > (16 << 20) && f.size() > f.compressed_size().saturating_mul(MAX_RATIO))
+                || (f.size() > (16 << 20)
+                    && f.size() > f.compressed_size().saturating_mul(MAX_RATIO))
             {
                 bail!(
                     "{name}: unpacks to {} bytes ({} compressed): a zip bomb, or a book over the {} MiB limit",
@@ -208,7 +210,10 @@ impl<'a> Files<'a> {
     /// An entry as UTF-8 text.
     pub fn text(&self, name: &str) -> Result<String> {
         let bytes = self.bytes(name)?;
-        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").map(<[u8]>::to_vec).unwrap_or(bytes);
+        let bytes = bytes
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .map(<[u8]>::to_vec)
+            .unwrap_or(bytes);
         String::from_utf8(bytes).map_err(|e| {
             anyhow::anyhow!(
                 "{name}: not UTF-8 (first invalid byte at offset {}); save it as UTF-8",
@@ -217,4 +222,3 @@ impl<'a> Files<'a> {
         })
     }
 }
-

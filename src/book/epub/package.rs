@@ -45,8 +45,8 @@ impl Manifest {
         let mut out: Vec<String> = Vec::new();
         for idref in &self.spine {
             if let Some(item) = self.items.iter().find(|i| &i.id == idref) {
-                let xhtml = item.media_type == "application/xhtml+xml"
-                    || item.media_type == "text/html";
+                let xhtml =
+                    item.media_type == "application/xhtml+xml" || item.media_type == "text/html";
                 if xhtml && !out.contains(&item.path) {
                     out.push(item.path.clone());
                 }
@@ -83,8 +83,14 @@ impl Manifest {
 /// An attribute of a start tag, unescaped.
 pub(super) fn attr(node: &Node, doc: &str, name: &str) -> Option<String> {
     let tag = node.start_tag(doc);
-    let body = tag.trim_start_matches('<').trim_end_matches('>').trim_end_matches('/');
-    let start = quick_xml::events::BytesStart::from_content(body, body.find(char::is_whitespace).unwrap_or(body.len()));
+    let body = tag
+        .trim_start_matches('<')
+        .trim_end_matches('>')
+        .trim_end_matches('/');
+    let start = quick_xml::events::BytesStart::from_content(
+        body,
+        body.find(char::is_whitespace).unwrap_or(body.len()),
+    );
     start
         .attributes()
         .flatten()
@@ -224,7 +230,10 @@ fn parse_opf(opf_path: &str, opf: &str) -> Result<Manifest> {
         .with_context(|| format!("{opf_path}: no <spine>: the reading order is missing"))?;
     let mut refs = Vec::new();
     all(spine_node.children(), "itemref", &mut refs);
-    let spine = refs.iter().filter_map(|r| attr(r, opf, "idref")).collect::<Vec<_>>();
+    let spine = refs
+        .iter()
+        .filter_map(|r| attr(r, opf, "idref"))
+        .collect::<Vec<_>>();
     if let Some(bad) = spine.iter().find(|id| !items.iter().any(|i| &i.id == *id)) {
         bail!("{opf_path}: the spine names {bad}, which is not in the manifest");
     }
@@ -253,7 +262,10 @@ mod tests {
 
     #[test]
     fn hrefs_resolve_against_the_package_folder() {
-        assert_eq!(resolve("OEBPS/content.opf", "text/ch%201.xhtml"), "OEBPS/text/ch 1.xhtml");
+        assert_eq!(
+            resolve("OEBPS/content.opf", "text/ch%201.xhtml"),
+            "OEBPS/text/ch 1.xhtml"
+        );
         assert_eq!(resolve("content.opf", "a.xhtml#x"), "a.xhtml");
         assert_eq!(resolve("A/B/p.opf", "../c.css"), "A/c.css");
     }

@@ -58,7 +58,10 @@ pub fn block_texts(
         .map(|(u, t)| {
             let (s, t) = (blocks_of(u.source.trim()), blocks_of(t.trim()));
             if s.len() == t.len() {
-                let t: Vec<&str> = t.iter().map(|b| if b.is_empty() { EMPTY } else { b }).collect();
+                let t: Vec<&str> = t
+                    .iter()
+                    .map(|b| if b.is_empty() { EMPTY } else { b })
+                    .collect();
                 t.join("\n\n")
             } else {
                 u.source.clone()
@@ -104,13 +107,23 @@ pub fn write_epub(
         replaced.insert(doc.path.clone(), text);
     }
     let opf = files.text(&epub.manifest.opf_path)?;
-    replaced.insert(epub.manifest.opf_path.clone(), set_dc_language(&opf, &opts.language));
-    for item in [epub.manifest.nav(), epub.manifest.ncx()].into_iter().flatten() {
+    replaced.insert(
+        epub.manifest.opf_path.clone(),
+        set_dc_language(&opf, &opts.language),
+    );
+    for item in [epub.manifest.nav(), epub.manifest.ncx()]
+        .into_iter()
+        .flatten()
+    {
         if replaced.contains_key(&item.path) || !files.has(&item.path) {
             continue;
         }
         let text = files.text(&item.path)?;
-        let element = if item.media_type == "application/x-dtbncx+xml" { "text" } else { "a" };
+        let element = if item.media_type == "application/x-dtbncx+xml" {
+            "text"
+        } else {
+            "a"
+        };
         let mut text = relabel(&text, element, &labels);
         if element == "a" {
             text = set_root_lang(&text, &opts.language, epub.manifest.is_epub3());
@@ -135,7 +148,9 @@ fn translated_inners(doc: &Doc, texts: &[Option<String>], report: &mut WriteRepo
             match texts.get(k).cloned().flatten() {
                 Some(md) if md.trim() == b.markdown.trim() => source.to_string(),
                 Some(md) => bridge::reverse(&md, b).unwrap_or_else(|| {
-                    report.kept_source.push(format!("{}: block {}", doc.path, k + 1));
+                    report
+                        .kept_source
+                        .push(format!("{}: block {}", doc.path, k + 1));
                     source.to_string()
                 }),
                 None => source.to_string(),
@@ -152,10 +167,17 @@ fn collect_labels(doc: &Doc, inners: &[String], labels: &mut HashMap<String, Str
         .iter()
         .enumerate()
         .filter(|(_, b)| b.heading.is_some())
-        .chain(doc.blocks.iter().enumerate().filter(|(_, b)| b.heading.is_none()));
+        .chain(
+            doc.blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.heading.is_none()),
+        );
     for (k, block) in order {
         let key = bridge::plain_text(&doc.text[block.inner.clone()]);
-        labels.entry(key).or_insert_with(|| bridge::plain_text(&inners[k]));
+        labels
+            .entry(key)
+            .or_insert_with(|| bridge::plain_text(&inners[k]));
     }
 }
 
@@ -183,18 +205,15 @@ fn rewrite_doc(doc: &Doc, inners: &[String], opts: &EpubOptions, epub3: bool) ->
 
 /// A bilingual block: a copy of the element after it (without its id) holding the
 /// translation, or the translation inside the element after a line break.
-fn bilingual_edit(
-    doc: &Doc,
-    block: &xhtml::Block,
-    inner: &str,
-) -> (Range<usize>, String) {
+fn bilingual_edit(doc: &Doc, block: &xhtml::Block, inner: &str) -> (Range<usize>, String) {
     let source = &doc.text[block.inner.clone()];
     match &block.element {
         Some(el) if CLONED.contains(&block.name.as_str()) => {
             let outer = &doc.text[el.clone()];
             let start_len = block.inner.start - el.start;
             let start_tag = &doc.text[el.start..el.start + start_len];
-            let start_tag = start_tag[..start_tag.rfind('>').map_or(start_tag.len(), |i| i + 1)].to_string();
+            let start_tag =
+                start_tag[..start_tag.rfind('>').map_or(start_tag.len(), |i| i + 1)].to_string();
             let end_tag = format!("</{}>", qualified_name(&start_tag));
             let clone = format!(
                 "{}{}{end_tag}",
@@ -216,7 +235,9 @@ fn bilingual_edit(
 /// The element name of a start tag as written (`p`, `html:p`).
 fn qualified_name(start_tag: &str) -> &str {
     let body = start_tag.trim_start_matches('<');
-    &body[..body.find(|c: char| c.is_whitespace() || c == '>' || c == '/').unwrap_or(body.len())]
+    &body[..body
+        .find(|c: char| c.is_whitespace() || c == '>' || c == '/')
+        .unwrap_or(body.len())]
 }
 
 static ID_ATTR: LazyLock<Regex> =
@@ -264,7 +285,11 @@ fn with_class(tag: &str) -> String {
         );
     }
     let name_end = 1 + qualified_name(tag).len();
-    format!("{} class=\"{BILINGUAL_CLASS}\"{}", &tag[..name_end], &tag[name_end..])
+    format!(
+        "{} class=\"{BILINGUAL_CLASS}\"{}",
+        &tag[..name_end],
+        &tag[name_end..]
+    )
 }
 
 /// The bilingual edition's style, in the document's head.
@@ -281,14 +306,22 @@ fn add_style(doc: &str) -> String {
 
 /// Set (or add) an attribute in a start tag.
 fn set_attr(tag: &str, name: &str, value: &str) -> String {
-    let re = Regex::new(&format!(r#"(\s{}\s*=\s*)("[^"]*"|'[^']*')"#, regex::escape(name))).unwrap();
+    let re = Regex::new(&format!(
+        r#"(\s{}\s*=\s*)("[^"]*"|'[^']*')"#,
+        regex::escape(name)
+    ))
+    .unwrap();
     if re.is_match(tag) {
         return re
             .replace(tag, |c: &regex::Captures| format!("{}\"{value}\"", &c[1]))
             .into_owned();
     }
     let name_end = 1 + qualified_name(tag).len();
-    format!("{} {name}=\"{value}\"{}", &tag[..name_end], &tag[name_end..])
+    format!(
+        "{} {name}=\"{value}\"{}",
+        &tag[..name_end],
+        &tag[name_end..]
+    )
 }
 
 /// The root `<html>` element with `xml:lang` (and, in EPUB 3 or where present, `lang`)
@@ -306,7 +339,11 @@ fn set_root_lang(doc: &str, language: &str, epub3: bool) -> String {
     if epub3 || has_lang {
         new = set_attr(&new, "lang", language);
     }
-    format!("{}{new}{}", &doc[..html.range.start], &doc[html.range.start + tag.len()..])
+    format!(
+        "{}{new}{}",
+        &doc[..html.range.start],
+        &doc[html.range.start + tag.len()..]
+    )
 }
 
 /// The package with its (first) `dc:language` set to `language`, or one added.
@@ -314,8 +351,15 @@ fn set_dc_language(opf: &str, language: &str) -> String {
     if let Some(r) = package::element_inner(opf, "language") {
         return format!("{}{language}{}", &opf[..r.start], &opf[r.end..]);
     }
-    match opf.find("</metadata>").or_else(|| opf.find("</opf:metadata>")) {
-        Some(i) => format!("{}  <dc:language>{language}</dc:language>\n  {}", &opf[..i], &opf[i..]),
+    match opf
+        .find("</metadata>")
+        .or_else(|| opf.find("</opf:metadata>"))
+    {
+        Some(i) => format!(
+            "{}  <dc:language>{language}</dc:language>\n  {}",
+            &opf[..i],
+            &opf[i..]
+        ),
         None => opf.to_string(),
     }
 }
@@ -334,7 +378,10 @@ fn relabel(doc: &str, element: &str, labels: &HashMap<String, String>) -> String
         .filter_map(|n| {
             let r = n.inner();
             let key = bridge::plain_text(&doc[r.clone()]);
-            labels.get(&key).filter(|t| **t != key).map(|t| (r, t.clone()))
+            labels
+                .get(&key)
+                .filter(|t| **t != key)
+                .map(|t| (r, t.clone()))
         })
         .collect();
     edits.sort_by_key(|(r, _)| r.start);

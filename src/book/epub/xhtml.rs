@@ -141,8 +141,7 @@ impl Node {
 
 /// The local name of a qualified name, lower case (`epub:switch` → `switch`).
 fn local(qname: &str) -> String {
-    qname
-        .rsplit(':').next().unwrap_or("").to_ascii_lowercase()
+    qname.rsplit(':').next().unwrap_or("").to_ascii_lowercase()
 }
 
 /// A well-formedness error at a byte position of a document.
@@ -403,7 +402,8 @@ mod tests {
 
     #[test]
     fn leaf_blocks_and_runs_beside_blocks() {
-        let doc = "<html><head><title>T</title></head><body>\n<h1 id=\"a\">Hello <em>world</em></h1>\n\
+        let doc =
+            "<html><head><title>T</title></head><body>\n<h1 id=\"a\">Hello <em>world</em></h1>\n\
                    <ul><li>One</li><li>Two <b>x</b>\n<ul><li>Inner</li></ul></li></ul>\
                    <pre>code here</pre><p>  </p><p><img src=\"a.png\"/></p></body></html>";
         assert_eq!(
