@@ -45,6 +45,17 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
             Some(super::sample_book::GLOSSARY_JSON),
         ),
     };
+    let book = match &book.epub {
+        Some(epub) if !opts.code_comments => {
+            let epub = epub.without_code_comments();
+            Book {
+                chapters: epub.chapters(),
+                epub: Some(std::sync::Arc::new(epub)),
+                ..book
+            }
+        }
+        _ => book,
+    };
     if book.chapters.is_empty() || book.chapters.iter().all(|c| c.text.trim().is_empty()) {
         bail!(
             "the book at {} is empty: nothing to translate",

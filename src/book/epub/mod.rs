@@ -99,6 +99,7 @@ impl Epub {
                 .map(|b| {
                     let mut inside = Vec::new();
                     xhtml::nodes_in(&nodes, &b.inner, &mut inside);
+                    let inside: Vec<&xhtml::Node> = inside.iter().collect();
                     bridge::forward(&text, &inside, b.heading)
                 })
                 .collect();
@@ -133,6 +134,21 @@ impl Epub {
                     + "\n",
             })
             .collect()
+    }
+
+    /// The same book with the comments of its code blocks left as written
+    /// (`--keep-code-comments`).
+    pub fn without_code_comments(&self) -> Epub {
+        let mut e = self.clone();
+        for d in &mut e.docs {
+            let keep: Vec<bool> = d.blocks.iter().map(|b| !b.is_comment()).collect();
+            let mut k = keep.iter();
+            d.blocks.retain(|_| *k.next().unwrap_or(&true));
+            let mut k = keep.iter();
+            d.bridged.retain(|_| *k.next().unwrap_or(&true));
+        }
+        e.docs.retain(|d| !d.blocks.is_empty());
+        e
     }
 
     /// The file name the translation is written under (the input's).

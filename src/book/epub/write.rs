@@ -187,7 +187,7 @@ fn rewrite_doc(doc: &Doc, inners: &[String], opts: &EpubOptions, epub3: bool) ->
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     for (block, inner) in doc.blocks.iter().zip(inners) {
         let source = &doc.text[block.inner.clone()];
-        if !opts.bilingual || block.heading.is_some() || inner == source {
+        if !opts.bilingual || block.heading.is_some() || block.is_comment() || inner == source {
             edits.push((block.inner.clone(), inner.clone()));
         } else {
             edits.push(bilingual_edit(doc, block, inner));

@@ -260,6 +260,13 @@ pub struct Block {
     pub heading: Option<u8>,
 }
 
+impl Block {
+    /// Whether the block is the prose of a code comment.
+    pub fn is_comment(&self) -> bool {
+        self.name == "comment"
+    }
+}
+
 fn is_block(name: &str) -> bool {
     BLOCK.contains(&name) || KEPT.contains(&name)
 }
@@ -326,6 +333,9 @@ pub(super) fn find<'a>(nodes: &'a [Node], name: &str) -> Option<&'a Node> {
 
 fn collect(doc: &str, el: &Node, out: &mut Vec<Block>) {
     let name = el.name().unwrap_or("");
+    if name == "pre" {
+        return comment_blocks(doc, el, out);
+    }
     if KEPT.contains(&name) || ATOMIC.contains(&name) {
         return;
     }
@@ -374,18 +384,120 @@ fn flush(doc: &str, run: &[&Node], out: &mut Vec<Block>) {
     }
 }
 
-/// The nodes inside `range` of a document (the block's content), for re-reading a block.
-pub(super) fn nodes_in<'a>(nodes: &'a [Node], range: &Range<usize>, out: &mut Vec<&'a Node>) {
+/// The nodes inside `range` of a document (a block's content), text nodes cut to it.
+pub(super) fn nodes_in(nodes: &[Node], range: &Range<usize>, out: &mut Vec<Node>) {
     for n in nodes {
         if n.range.end <= range.start || n.range.start >= range.end {
             continue;
         }
         if n.range.start >= range.start && n.range.end <= range.end {
-            out.push(n);
+            out.push(n.clone());
+        } else if n.kind == NodeKind::Text {
+            out.push(Node {
+                range: n.range.start.max(range.start)..n.range.end.min(range.end),
+                kind: NodeKind::Text,
+            });
         } else {
             nodes_in(n.children(), range, out);
         }
     }
+}
+
+/// The prose of the comments in a `pre` element, as blocks: for highlighted code (pandoc,
+/// Calibre: `<span class="co">`), each comment span's text after its marker; for plain
+/// text, the comments [`prose_ranges`](crate::units::code_comments::prose_ranges) finds for
+/// the block's language (`class="language-python"`, `sourceCode python`).
+fn comment_blocks(doc: &str, pre: &Node, out: &mut Vec<Block>) {
+    let mut spans = Vec::new();
+    comment_spans(doc, pre.children(), &mut spans);
+    let ranges: Vec<Range<usize>> = if !spans.is_empty() {
+        spans
+            .into_iter()
+            .flat_map(|s| {
+                let text = &doc[s.clone()];
+                let lang = match text.trim_start().chars().next() {
+                    Some('/') => "js",
+                    Some('-') => "sql",
+                    _ => "sh",
+                };
+                shifted(lang, text, s.start)
+            })
+            .collect()
+    } else {
+        let code = match pre.children() {
+            [only] if only.name() == Some("code") => only,
+            _ => pre,
+        };
+        if code.children().iter().any(|c| c.name().is_some()) {
+            return;
+        }
+        let lang = language(&format!("{} {}", pre.start_tag(doc), code.start_tag(doc)));
+        shifted(&lang, &doc[code.inner()], code.inner().start)
+    };
+    out.extend(ranges.into_iter().map(|r| Block {
+        inner: r,
+        element: None,
+        name: "comment".into(),
+        heading: None,
+    }));
+}
+
+/// The comment prose ranges of `code` (at `offset` in the document) for `lang`.
+fn shifted(lang: &str, code: &str, offset: usize) -> Vec<Range<usize>> {
+    let header = format!("```{lang}\n");
+    let block = format!("{header}{code}\n```\n");
+    crate::units::code_comments::prose_ranges(&block)
+        .into_iter()
+        .filter(|r| r.start >= header.len() && r.end <= header.len() + code.len())
+        .filter(|r| block[r.clone()].chars().any(char::is_alphabetic))
+        .map(|r| r.start - header.len() + offset..r.end - header.len() + offset)
+        .collect()
+}
+
+/// The content ranges of the comment spans (`class="co"`, text only) under `nodes`.
+fn comment_spans(doc: &str, nodes: &[Node], out: &mut Vec<Range<usize>>) {
+    for n in nodes {
+        let start = n.start_tag(doc);
+        let comment = n.name().is_some()
+            && regex_class_co(start)
+            && n.children().iter().all(|c| c.name().is_none());
+        if comment {
+            out.push(n.inner());
+        } else {
+            comment_spans(doc, n.children(), out);
+        }
+    }
+}
+
+/// Whether a start tag has the class `co` (a comment in pandoc's and Kate's highlighting).
+fn regex_class_co(start_tag: &str) -> bool {
+    let Some(at) = start_tag.find("class=") else {
+        return false;
+    };
+    let rest = &start_tag[at + 6..];
+    let quote = rest.chars().next().unwrap_or('"');
+    let value = rest[1..].split(quote).next().unwrap_or("");
+    value.split_whitespace().any(|c| c == "co")
+}
+
+/// The code's language from its tags' classes (`language-python`, `sourceCode python`).
+fn language(tags: &str) -> String {
+    for word in tags.split(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+        if let Some(l) = word
+            .strip_prefix("language-")
+            .or_else(|| word.strip_prefix("lang-"))
+        {
+            return l.to_string();
+        }
+    }
+    let words: Vec<&str> = tags
+        .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+        .collect();
+    words
+        .windows(2)
+        .find(|w| w[0] == "sourceCode" && w[1] != "sourceCode" && !w[1].contains('='))
+        .map(|w| w[1].to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
