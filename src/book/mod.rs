@@ -5,6 +5,7 @@
 //! segmentation and reassembly can reproduce it byte for byte.
 
 pub mod bilingual;
+pub mod code_comments;
 pub mod epub;
 
 use anyhow::{bail, Context, Result};

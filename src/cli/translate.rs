@@ -365,7 +365,14 @@ pub fn run_cli(args: TranslateArgs) -> Result<i32> {
             s.context_peak_tokens, s.orchestrated_context_peak_tokens, s.manager_context_peak_bytes
         );
         let o = s.out_dir.display();
-        eprintln!("files: {o}/book/  {o}/glossary.json  {o}/proofreading_report.md  {o}/run.json  {o}/orchestration_checkpoint.json");
+        let epub = opts
+            .input
+            .as_deref()
+            .filter(|p| crate::book::epub::is_epub_path(p))
+            .and_then(|p| p.file_name())
+            .map(|n| format!("{o}/{}  ", n.to_string_lossy()))
+            .unwrap_or_default();
+        eprintln!("files: {epub}{o}/book/  {o}/glossary.json  {o}/proofreading_report.md  {o}/run.json  {o}/orchestration_checkpoint.json");
     }
     Ok(if s.complete && s.blocked == 0 && s.qa_errors == 0 {
         0

@@ -3,10 +3,12 @@
 //! under `book/`, mirroring the input tree.
 
 use super::manager::Manager;
-use crate::book::epub::{Epub, EpubOptions};
-use crate::units::{reassemble, restore_placeholders};
+use crate::book::epub::{Doc, Epub, EpubOptions};
+use crate::units::{reassemble, restore_placeholders, Unit};
 use crate::util::{sha256_hex, write_atomic, LineEnding};
 use anyhow::Result;
+use regex::Regex;
+use std::sync::LazyLock;
 
 /// A chapter as written: its name and the text of each of its units.
 pub(super) struct ChapterText {
@@ -62,11 +64,7 @@ pub(super) fn write(
                 sha256_hex(text.as_bytes()),
             );
         if let Some(epub) = &plan.book.epub {
-            epub_blocks.push(crate::book::epub::block_texts(
-                &epub.docs[ci],
-                units,
-                &texts,
-            ));
+            epub_blocks.push(block_texts(&epub.docs[ci], units, &texts));
         }
         chapter_texts.push(ChapterText {
             name: chapter.name(),
@@ -99,4 +97,46 @@ fn write_epub(m: &mut Manager, epub: &Epub, blocks: &[Vec<Option<String>>]) -> R
         .file_index
         .insert(name, sha256_hex(&bytes));
     Ok(())
+}
+
+/// The translated Markdown of each block of `doc`, from its chapter's units and their
+/// texts (`None`: keep the source). A unit whose translation has another number of blocks
+/// than its source keeps its source; an empty block keeps its source.
+fn block_texts(doc: &Doc, units: &[Unit], texts: &[String]) -> Vec<Option<String>> {
+    // Stands for a block left empty, so that the chapter still splits into its blocks.
+    const EMPTY: &str = "\u{1}";
+    let fixed: Vec<String> = units
+        .iter()
+        .zip(texts)
+        .map(|(u, t)| {
+            let (s, t) = (blocks_of(u.source.trim()), blocks_of(t.trim()));
+            if s.len() == t.len() {
+                let t: Vec<&str> = t
+                    .iter()
+                    .map(|b| if b.is_empty() { EMPTY } else { b })
+                    .collect();
+                t.join("\n\n")
+            } else {
+                u.source.clone()
+            }
+        })
+        .collect();
+    let text = reassemble(units, &fixed);
+    let paras = blocks_of(text.trim());
+    if paras.len() != doc.blocks.len() {
+        return vec![None; doc.blocks.len()];
+    }
+    paras
+        .into_iter()
+        .map(|p| (!p.contains(EMPTY)).then(|| p.to_string()))
+        .collect()
+}
+
+/// The blocks of Markdown text: split at blank lines, each trimmed (empty ones kept).
+fn blocks_of(text: &str) -> Vec<&str> {
+    static BLANK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\n[ \t]*\n").unwrap());
+    if text.is_empty() {
+        return Vec::new();
+    }
+    BLANK.split(text).map(str::trim).collect()
 }

@@ -23,7 +23,7 @@
 //! pulldown-cmark pass), `atoms.rs` and `split.rs` (the pieces a chapter is cut into) and
 //! `segment.rs` (units from atoms, and reassembly).
 
-pub mod code_comments;
+pub use crate::book::code_comments;
 pub mod constraint;
 pub mod skeleton;
 pub mod verbatim;

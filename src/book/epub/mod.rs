@@ -14,7 +14,7 @@ mod xhtml;
 
 pub use bridge::Bridged;
 pub use package::{Manifest, ManifestItem};
-pub use write::{block_texts, write_epub, EpubOptions, WriteReport, BILINGUAL_CLASS};
+pub use write::{write_epub, EpubOptions, WriteReport, BILINGUAL_CLASS};
 pub use xhtml::Block;
 
 use super::Chapter;

@@ -42,52 +42,6 @@ pub struct WriteReport {
     pub kept_source: Vec<String>,
 }
 
-/// The translated Markdown of each block of `doc`, from its chapter's units and their
-/// texts (`None`: keep the source). A unit whose translation has another number of blocks
-/// than its source keeps its source; an empty block keeps its source.
-pub fn block_texts(
-    doc: &Doc,
-    units: &[crate::units::Unit],
-    texts: &[String],
-) -> Vec<Option<String>> {
-    // Stands for a block left empty, so that the chapter still splits into its blocks.
-    const EMPTY: &str = "\u{1}";
-    let fixed: Vec<String> = units
-        .iter()
-        .zip(texts)
-        .map(|(u, t)| {
-            let (s, t) = (blocks_of(u.source.trim()), blocks_of(t.trim()));
-            if s.len() == t.len() {
-                let t: Vec<&str> = t
-                    .iter()
-                    .map(|b| if b.is_empty() { EMPTY } else { b })
-                    .collect();
-                t.join("\n\n")
-            } else {
-                u.source.clone()
-            }
-        })
-        .collect();
-    let text = crate::units::reassemble(units, &fixed);
-    let paras = blocks_of(text.trim());
-    if paras.len() != doc.blocks.len() {
-        return vec![None; doc.blocks.len()];
-    }
-    paras
-        .into_iter()
-        .map(|p| (!p.contains(EMPTY)).then(|| p.to_string()))
-        .collect()
-}
-
-/// The blocks of Markdown text: split at blank lines, each trimmed (empty ones kept).
-fn blocks_of(text: &str) -> Vec<&str> {
-    static BLANK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\n[ \t]*\n").unwrap());
-    if text.is_empty() {
-        return Vec::new();
-    }
-    BLANK.split(text).map(str::trim).collect()
-}
-
 /// Write the translated EPUB to `out` (atomically). `translations[d][b]` is the
 /// translated Markdown of block `b` of document `d` (`None`: keep the source).
 pub fn write_epub(

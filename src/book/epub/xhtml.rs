@@ -405,7 +405,7 @@ pub(super) fn nodes_in(nodes: &[Node], range: &Range<usize>, out: &mut Vec<Node>
 
 /// The prose of the comments in a `pre` element, as blocks: for highlighted code (pandoc,
 /// Calibre: `<span class="co">`), each comment span's text after its marker; for plain
-/// text, the comments [`prose_ranges`](crate::units::code_comments::prose_ranges) finds for
+/// text, the comments [`prose_ranges`](crate::book::code_comments::prose_ranges) finds for
 /// the block's language (`class="language-python"`, `sourceCode python`).
 fn comment_blocks(doc: &str, pre: &Node, out: &mut Vec<Block>) {
     let mut spans = Vec::new();
@@ -446,7 +446,7 @@ fn comment_blocks(doc: &str, pre: &Node, out: &mut Vec<Block>) {
 fn shifted(lang: &str, code: &str, offset: usize) -> Vec<Range<usize>> {
     let header = format!("```{lang}\n");
     let block = format!("{header}{code}\n```\n");
-    crate::units::code_comments::prose_ranges(&block)
+    crate::book::code_comments::prose_ranges(&block)
         .into_iter()
         .filter(|r| r.start >= header.len() && r.end <= header.len() + code.len())
         .filter(|r| block[r.clone()].chars().any(char::is_alphabetic))
