@@ -6,11 +6,12 @@
 //! that write into the finished translations (kept words, bold spans, the originals of
 //! introduced terms) run on every book.
 
+mod common;
+
+use common::stand_in::StandIn;
 use proptest::prelude::*;
 use quire::book::load_book;
 use quire::checks::{check_books, Category, CheckContext, Severity};
-use quire::engine::backend::{ChatBackend, ChatRequest, Completion};
-use quire::engine::chat_template::Message;
 use quire::engine::generate::FinishReason;
 use quire::translate::{run_with_backend, ProgressMode, TranslateOptions};
 
@@ -43,30 +44,12 @@ const ALL: [Mischief; 10] = [
     Mischief::Huge,
 ];
 
-/// Answers every prompt according to a seeded plan of mischief.
-struct StandIn {
-    seed: u64,
-    calls: u64,
-}
-
-impl StandIn {
-    fn mischief(&mut self) -> Mischief {
-        self.calls += 1;
-        let x = self
-            .seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(self.calls.wrapping_mul(1442695040888963407));
-        ALL[((x >> 33) % ALL.len() as u64) as usize]
-    }
-}
-
-/// The passage a translate prompt asks for (the text after the instruction line).
-fn passage(messages: &[Message]) -> Option<String> {
-    let user = &messages.last()?.content;
-    let at = user.rfind("Translate into")?;
-    let rest = &user[at..];
-    let start = rest.find(":\n\n")? + 3;
-    Some(rest[start..].trim_end().to_string())
+/// A seeded plan of mischief.
+fn mischief(seed: u64, call: u64) -> Mischief {
+    let x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(call.wrapping_mul(1442695040888963407));
+    ALL[((x >> 33) % ALL.len() as u64) as usize]
 }
 
 fn han(text: &str) -> String {
@@ -109,48 +92,6 @@ fn reply(m: Mischief, passage: &str) -> String {
         Mischief::Crlf => t.replace('\n', "\r\n"),
         Mischief::Empty => String::new(),
         Mischief::Huge => t.repeat(40),
-    }
-}
-
-impl ChatBackend for StandIn {
-    fn complete(&mut self, req: &ChatRequest) -> anyhow::Result<Completion> {
-        let m = self.mischief();
-        let text = match passage(&req.messages) {
-            Some(p) => reply(m, &p),
-            // Glossary proposals and reviews.
-            None => "OK".to_string(),
-        };
-        let finish = if matches!(m, Mischief::Huge) {
-            FinishReason::Length
-        } else {
-            FinishReason::Eos
-        };
-        Ok(Completion {
-            completion_tokens: text.chars().count(),
-            text,
-            prompt_tokens: 100,
-            cached_tokens: 0,
-            cache_source: "none",
-            latency_seconds: 0.0,
-            busy_seconds: 0.0,
-            ttft_seconds: 0.0,
-            finish,
-            decode_seconds: 0.0,
-            draft_proposed: 0,
-            draft_accepted: 0,
-        })
-    }
-    fn count_tokens(&self, text: &str) -> anyhow::Result<usize> {
-        Ok(text.len() / 4 + 1)
-    }
-    fn prompt_tokens(&self, messages: &[Message]) -> anyhow::Result<usize> {
-        Ok(messages.iter().map(|m| m.content.len() / 4 + 1).sum())
-    }
-    fn model_name(&self) -> String {
-        "stand-in".into()
-    }
-    fn device_name(&self) -> String {
-        "none".into()
     }
 }
 
@@ -207,7 +148,11 @@ proptest! {
             review_every: 0,
             ..TranslateOptions::default()
         };
-        let mut backend = StandIn { seed, calls: 0 };
+        let mut backend = StandIn::new(|call, passage| {
+            let m = mischief(seed, call);
+            let finish = if matches!(m, Mischief::Huge) { FinishReason::Length } else { FinishReason::Eos };
+            (reply(m, passage), finish)
+        });
         let summary = run_with_backend(&opts, &mut backend).unwrap();
         prop_assert!(summary.complete);
         prop_assert_eq!(summary.blocked, 0, "a unit the fallback could not translate keeps its source, flagged");

@@ -6,11 +6,12 @@
 //! error the input did not have. Bad EPUBs are refused with the file inside them named,
 //! exit 2, nothing written.
 
+mod common;
+
+use common::stand_in::StandIn;
 use quire::book::epub::{Epub, Files, BILINGUAL_CLASS};
 use quire::book::load_book;
 use quire::checks::{check_books, Category, CheckContext, Severity};
-use quire::engine::backend::{ChatBackend, ChatRequest, Completion};
-use quire::engine::chat_template::Message;
 use quire::engine::generate::FinishReason;
 use quire::translate::{run_with_backend, ProgressMode, TranslateOptions};
 use std::io::Write;
@@ -128,21 +129,6 @@ fn write_zip(path: &Path, entries: &[(String, Vec<u8>)]) {
     w.finish().unwrap();
 }
 
-/// Answers a translate prompt with the passage's letters as Han characters (placeholders
-/// kept); every third call also drops or swaps its placeholders.
-struct StandIn {
-    calls: usize,
-    mischief: bool,
-}
-
-fn passage(messages: &[Message]) -> Option<String> {
-    let user = &messages.last()?.content;
-    let at = user.rfind("Translate into")?;
-    let rest = &user[at..];
-    let start = rest.find(":\n\n")? + 3;
-    Some(rest[start..].trim_end().to_string())
-}
-
 fn han(text: &str) -> String {
     let re = regex::Regex::new(r"\{\{[0-9]+\}\}|`[^`]*`").unwrap();
     let mut out = String::new();
@@ -166,56 +152,23 @@ fn han(text: &str) -> String {
     out
 }
 
-impl ChatBackend for StandIn {
-    fn complete(&mut self, req: &ChatRequest) -> anyhow::Result<Completion> {
-        self.calls += 1;
-        let text = match passage(&req.messages) {
-            Some(p) => {
-                let t = han(&p);
-                let ph = regex::Regex::new(r"\{\{[0-9]+\}\}").unwrap();
-                match if self.mischief { self.calls % 3 } else { 0 } {
-                    // Placeholders in reverse order: closing tags before opening ones.
-                    1 => {
-                        let found: Vec<String> =
-                            ph.find_iter(&t).map(|m| m.as_str().to_string()).collect();
-                        let mut it = found.iter().rev();
-                        ph.replace_all(&t, |_: &regex::Captures| {
-                            it.next().cloned().unwrap_or_default()
-                        })
-                        .into_owned()
-                    }
-                    2 => ph.replace(&t, "").into_owned(),
-                    _ => t,
-                }
-            }
-            None => "OK".to_string(),
-        };
-        Ok(Completion {
-            completion_tokens: text.chars().count(),
-            text,
-            prompt_tokens: 100,
-            cached_tokens: 0,
-            cache_source: "none",
-            latency_seconds: 0.0,
-            busy_seconds: 0.0,
-            ttft_seconds: 0.0,
-            finish: FinishReason::Eos,
-            decode_seconds: 0.0,
-            draft_proposed: 0,
-            draft_accepted: 0,
-        })
-    }
-    fn count_tokens(&self, text: &str) -> anyhow::Result<usize> {
-        Ok(text.len() / 4 + 1)
-    }
-    fn prompt_tokens(&self, messages: &[Message]) -> anyhow::Result<usize> {
-        Ok(messages.iter().map(|m| m.content.len() / 4 + 1).sum())
-    }
-    fn model_name(&self) -> String {
-        "stand-in".into()
-    }
-    fn device_name(&self) -> String {
-        "none".into()
+/// The passage's letters as Han characters (placeholders and code kept); with `mischief`,
+/// every third call also reverses its placeholders (closing tags before opening ones) and
+/// every third drops one.
+fn reply(call: u64, passage: &str, mischief: bool) -> String {
+    let t = han(passage);
+    let ph = regex::Regex::new(r"\{\{[0-9]+\}\}").unwrap();
+    match if mischief { call % 3 } else { 0 } {
+        1 => {
+            let found: Vec<String> = ph.find_iter(&t).map(|m| m.as_str().to_string()).collect();
+            let mut it = found.iter().rev();
+            ph.replace_all(&t, |_: &regex::Captures| {
+                it.next().cloned().unwrap_or_default()
+            })
+            .into_owned()
+        }
+        2 => ph.replace(&t, "").into_owned(),
+        _ => t,
     }
 }
 
@@ -232,7 +185,8 @@ fn translate_with(input: &Path, out: &Path, bilingual: bool, mischief: bool) -> 
         bilingual,
         ..TranslateOptions::default()
     };
-    run_with_backend(&opts, &mut StandIn { calls: 0, mischief }).unwrap();
+    let mut backend = StandIn::new(|call, p| (reply(call, p, mischief), FinishReason::Eos));
+    run_with_backend(&opts, &mut backend).unwrap();
     out.join(input.file_name().unwrap())
 }
 

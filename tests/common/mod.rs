@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod server;
+pub mod stand_in;
 
 use quire::engine::{Engine, LoadOptions};
 use std::path::PathBuf;
