@@ -896,23 +896,107 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         parts.len(),
         prefix.glossary.entries.len()
     );
+    let (mut store, timing, from_disk) = prefix_once(&engine, opts, &prefix_ids, stable)?;
+    let bench = PartBench {
+        engine: &engine,
+        stable,
+        repeats: opts.repeats.max(1),
+    };
+    let max_recompute = opts.max_recompute.unwrap_or(parts.len());
+    let (results, max_diff_disk) = measure_parts(
+        &bench,
+        &mut store,
+        &parts,
+        &splits,
+        max_recompute,
+        from_disk,
+    )?;
+    let totals = Totals::of(&results);
+    let scaling = if opts.prefill_scaling {
+        prefill_scaling(&engine)?
+    } else {
+        Vec::new()
+    };
+    let fit = fit_prefill(&scaling);
+    let attention_aware_ideal = fit
+        .as_ref()
+        .map(|f| totals.attention_aware_ideal(&results, f));
+    let model = opts
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut report = PrefixReport {
+        model,
+        machine,
+        parts_source: source,
+        prefix_tokens_target: opts.prefix_tokens,
+        prefix_tokens: stable,
+        glossary_lines: prefix.glossary.entries.len(),
+        paired_parts: totals.paired,
+        repeats: bench.repeats,
+        ttft_reuse_total_s: totals.reuse,
+        ttft_recompute_total_s: totals.recompute,
+        ttft_reuse_total_all_s: results.iter().map(|r| r.ttft_reuse_s).sum(),
+        measured_speedup: totals.measured(),
+        mean_hit_tokens: totals.mean_hit,
+        mean_suffix_tokens: totals.mean_suffix,
+        ideal_speedup: totals.ideal(),
+        ideal_formula: "(P + S) / S, P = mean cache-hit tokens, S = mean tokens computed with reuse, over the parts measured both ways (= Σ prompt tokens ÷ Σ reuse-computed tokens)".into(),
+        speedup_ratio: totals.measured() / totals.ideal(),
+        prefix_compute_s: timing.compute_s,
+        disk_save_s: timing.save_s,
+        disk_load_s: timing.load_s,
+        disk_file_mib: timing.file_mib,
+        disk_load_ratio: timing.load_s / timing.compute_s,
+        max_abs_logit_diff: results.iter().filter_map(|r| r.max_abs_logit_diff).fold(0.0, f32::max),
+        max_abs_logit_diff_disk: max_diff_disk,
+        prefill_scaling: scaling,
+        prefill_fit: fit,
+        attention_aware_ideal,
+        attention_aware_ratio: attention_aware_ideal.map(|i| totals.measured() / i),
+        peak_rss_mib: sys::peak_rss_mib(),
+        load_average_start,
+        load_average_end: sys::load_average(),
+        svg: None,
+        parts: results,
+    };
+    if let Some(path) = &opts.svg {
+        write_svg(&report, path)?;
+        report.svg = Some(path.display().to_string());
+    }
+    Ok(report)
+}
 
+/// How long the shared prefix took to compute, save and load.
+struct PrefixTiming {
+    compute_s: f64,
+    save_s: f64,
+    load_s: f64,
+    file_mib: f64,
+}
+
+/// Warm up, compute the shared prefix once into a memory store, and save and load it
+/// through the disk cache; the loaded cache (to check against the first part) comes back.
+fn prefix_once(
+    engine: &Engine,
+    opts: &PrefixBenchOptions,
+    prefix_ids: &[u32],
+    stable: usize,
+) -> Result<(PrefixStore, PrefixTiming, Option<KvCache>)> {
     // Warm-up (thread pool, allocator, page cache of the weights).
     {
         let mut c = engine.new_cache()?;
         engine.prefill(&mut c, &prefix_ids[..prefix_ids.len().min(64)])?;
     }
-
-    // The prefix once: memory store and disk.
     let salt = engine.fingerprint()?;
     let mut store = PrefixStore::new(salt.clone(), usize::MAX);
     let t = Instant::now();
     let mut prefix_cache = engine.new_cache()?;
-    engine.prefill(&mut prefix_cache, &prefix_ids)?;
-    let prefix_compute_s = t.elapsed().as_secs_f64();
+    engine.prefill(&mut prefix_cache, prefix_ids)?;
+    let compute_s = t.elapsed().as_secs_f64();
     store.insert(&prefix_cache, stable)?;
-    eprintln!("prefix bench: prefix computed in {prefix_compute_s:.2}s");
-
+    eprintln!("prefix bench: prefix computed in {compute_s:.2}s");
     let tmp;
     let cache_dir = match &opts.cache_dir {
         Some(d) => d.clone(),
@@ -921,29 +1005,40 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
             tmp.path().to_path_buf()
         }
     };
-    let disk = disk_round(&engine, &salt, prefix_cache, &prefix_ids, &cache_dir)?;
-    let (disk_save_s, disk_load_s, disk_file_mib) = (disk.save_s, disk.load_s, disk.file_mib);
-    let mut from_disk = disk.loaded;
-    eprintln!("prefix bench: disk save {disk_save_s:.3}s, load {disk_load_s:.3}s ({disk_file_mib:.1} MiB)");
+    let disk = disk_round(engine, &salt, prefix_cache, prefix_ids, &cache_dir)?;
+    eprintln!(
+        "prefix bench: disk save {:.3}s, load {:.3}s ({:.1} MiB)",
+        disk.save_s, disk.load_s, disk.file_mib
+    );
+    let timing = PrefixTiming {
+        compute_s,
+        save_s: disk.save_s,
+        load_s: disk.load_s,
+        file_mib: disk.file_mib,
+    };
+    Ok((store, timing, disk.loaded))
+}
 
-    // Per part.
-    let max_recompute = opts.max_recompute.unwrap_or(parts.len());
-    let repeats = opts.repeats.max(1);
+/// Every part measured with reuse, and the first `max_recompute` also recomputed (the first
+/// of them checked against the prefix loaded from disk).
+fn measure_parts(
+    bench: &PartBench,
+    store: &mut PrefixStore,
+    parts: &[Part],
+    splits: &[PromptSplit],
+    max_recompute: usize,
+    mut from_disk: Option<KvCache>,
+) -> Result<(Vec<PartResult>, Option<f32>)> {
     let mut results = Vec::with_capacity(parts.len());
     let mut max_diff_disk = None;
-    let bench = PartBench {
-        engine: &engine,
-        stable,
-        repeats,
-    };
-    for (i, (part, sp)) in parts.iter().zip(&splits).enumerate() {
+    for (i, (part, sp)) in parts.iter().zip(splits).enumerate() {
         let recompute = i < max_recompute;
         let disk_check = if recompute && i == 0 {
             from_disk.take()
         } else {
             None
         };
-        let (r, diff_disk) = measure_part(&bench, &mut store, part, sp, recompute, disk_check)?;
+        let (r, diff_disk) = measure_part(bench, store, part, sp, recompute, disk_check)?;
         max_diff_disk = max_diff_disk.or(diff_disk);
         eprintln!(
             "part {}/{} {}: {} tokens, {} cached; TTFT reuse {:.3}s, recompute {}",
@@ -959,88 +1054,60 @@ pub fn run(opts: &PrefixBenchOptions) -> Result<PrefixReport> {
         );
         results.push(r);
     }
+    Ok((results, max_diff_disk))
+}
 
-    let paired: Vec<&PartResult> = results
-        .iter()
-        .filter(|r| r.ttft_recompute_s.is_some())
-        .collect();
-    let n = paired.len().max(1) as f64;
-    let reuse_total: f64 = paired.iter().map(|r| r.ttft_reuse_s).sum();
-    let rec_total: f64 = paired.iter().filter_map(|r| r.ttft_recompute_s).sum();
-    let mean_hit = paired
-        .iter()
-        .map(|r| r.cache_hit_tokens as f64)
-        .sum::<f64>()
-        / n;
-    let mean_suffix = paired
-        .iter()
-        .map(|r| r.reuse_prefill_tokens as f64)
-        .sum::<f64>()
-        / n;
-    let measured = rec_total / reuse_total;
-    let ideal = (mean_hit + mean_suffix) / mean_suffix;
+/// The sums and means over the parts measured both ways.
+struct Totals {
+    paired: usize,
+    reuse: f64,
+    recompute: f64,
+    mean_hit: f64,
+    mean_suffix: f64,
+}
 
-    let scaling = if opts.prefill_scaling {
-        prefill_scaling(&engine)?
-    } else {
-        Vec::new()
-    };
-    let fit = fit_prefill(&scaling);
-    let attention_aware_ideal = fit.as_ref().map(|f| {
+impl Totals {
+    fn of(results: &[PartResult]) -> Totals {
+        let paired: Vec<&PartResult> = results
+            .iter()
+            .filter(|r| r.ttft_recompute_s.is_some())
+            .collect();
+        let n = paired.len().max(1) as f64;
+        Totals {
+            paired: paired.len(),
+            reuse: paired.iter().map(|r| r.ttft_reuse_s).sum(),
+            recompute: paired.iter().filter_map(|r| r.ttft_recompute_s).sum(),
+            mean_hit: paired
+                .iter()
+                .map(|r| r.cache_hit_tokens as f64)
+                .sum::<f64>()
+                / n,
+            mean_suffix: paired
+                .iter()
+                .map(|r| r.reuse_prefill_tokens as f64)
+                .sum::<f64>()
+                / n,
+        }
+    }
+
+    fn measured(&self) -> f64 {
+        self.recompute / self.reuse
+    }
+
+    fn ideal(&self) -> f64 {
+        (self.mean_hit + self.mean_suffix) / self.mean_suffix
+    }
+
+    /// The ideal speed-up under the fitted cost model, attention included.
+    fn attention_aware_ideal(&self, results: &[PartResult], f: &PrefillFit) -> f64 {
         let (mut rec, mut reuse) = (0.0, 0.0);
-        for r in &paired {
+        for r in results.iter().filter(|r| r.ttft_recompute_s.is_some()) {
             let (p, s) = (r.cache_hit_tokens as f64, r.reuse_prefill_tokens as f64);
             rec += (p + s) * f.a + f.b * (p + s) * (p + s) / 2.0;
             reuse += s * f.a + f.b * (s * p + s * s / 2.0);
         }
         rec / reuse
-    });
-
-    let model = opts
-        .model
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let mut report = PrefixReport {
-        model,
-        machine,
-        parts_source: source,
-        prefix_tokens_target: opts.prefix_tokens,
-        prefix_tokens: stable,
-        glossary_lines: prefix.glossary.entries.len(),
-        paired_parts: paired.len(),
-        repeats,
-        ttft_reuse_total_s: reuse_total,
-        ttft_recompute_total_s: rec_total,
-        ttft_reuse_total_all_s: results.iter().map(|r| r.ttft_reuse_s).sum(),
-        measured_speedup: measured,
-        mean_hit_tokens: mean_hit,
-        mean_suffix_tokens: mean_suffix,
-        ideal_speedup: ideal,
-        ideal_formula: "(P + S) / S, P = mean cache-hit tokens, S = mean tokens computed with reuse, over the parts measured both ways (= Σ prompt tokens ÷ Σ reuse-computed tokens)".into(),
-        speedup_ratio: measured / ideal,
-        prefix_compute_s,
-        disk_save_s,
-        disk_load_s,
-        disk_file_mib,
-        disk_load_ratio: disk_load_s / prefix_compute_s,
-        max_abs_logit_diff: results.iter().filter_map(|r| r.max_abs_logit_diff).fold(0.0, f32::max),
-        max_abs_logit_diff_disk: max_diff_disk,
-        prefill_scaling: scaling,
-        prefill_fit: fit,
-        attention_aware_ideal,
-        attention_aware_ratio: attention_aware_ideal.map(|i| measured / i),
-        peak_rss_mib: sys::peak_rss_mib(),
-        load_average_start,
-        load_average_end: sys::load_average(),
-        svg: None,
-        parts: results,
-    };
-    if let Some(path) = &opts.svg {
-        write_svg(&report, path)?;
-        report.svg = Some(path.display().to_string());
     }
-    Ok(report)
 }
 
 /// A fresh prefill's cost model, `n·a + b·n²/2` seconds for `n` tokens.
