@@ -1,0 +1,175 @@
+//! The languages Quire writes, as data: one [`Profile`] each.
+
+use super::profile::{Profile, Rule};
+use super::Script;
+use whatlang::Lang;
+
+/// Clause marks of Chinese text for the source's clause ends.
+const ZH_CLAUSE_MARKS: &[(char, &str)] = &[(',', "，"), (';', "；"), (':', "："), ('—', "——")];
+/// Japanese: the reading comma and a full-width colon.
+const JA_CLAUSE_MARKS: &[(char, &str)] = &[(',', "、"), (';', "；"), (':', "："), ('—', "——")];
+/// Latin-script languages keep the source's clause marks.
+const LATIN_CLAUSE_MARKS: &[(char, &str)] = &[];
+
+/// Simplified Chinese as Chinese technical books write it.
+pub(super) static ZH_HANS: Profile = Profile {
+    code: "zh-CN",
+    name: "Simplified Chinese",
+    scripts: &[Script::Han],
+    spaced_words: false,
+    clause_marks: ZH_CLAUSE_MARKS,
+    closing_marks: "。，、；：？！",
+    quotes: ('“', '”'),
+    scale_words: &[("万", 1e4), ("亿", 1e8)],
+    typography: &[
+        Rule::KeptTermsBack,
+        Rule::AcronymExpansions,
+        Rule::CjkSpacing,
+        Rule::UninflectedKeptTerms,
+        Rule::CurlyQuotes,
+        Rule::FullWidthParentheses,
+        Rule::BoldBeforeFullWidthMarks,
+        Rule::CaptionLabelWithoutColon,
+        Rule::ChapterNumberInNumerals,
+        Rule::NoSpaceInsideCjkWords,
+    ],
+    guide: (
+        include_str!("../prompts/guide.zh-CN.md"),
+        "guide.zh-CN.md",
+    ),
+    min_script_share: 0.5,
+    length_from_en: 0.33,
+    whatlang: Lang::Cmn,
+    chapter_numerals: Some(chinese_number),
+    caption_labels: &["图", "表"],
+};
+
+/// Japanese.
+pub(super) static JA: Profile = Profile {
+    code: "ja",
+    name: "Japanese",
+    scripts: &[Script::Han, Script::Kana],
+    spaced_words: false,
+    clause_marks: JA_CLAUSE_MARKS,
+    closing_marks: "。、；：？！",
+    quotes: ('「', '」'),
+    scale_words: &[("万", 1e4), ("億", 1e8)],
+    typography: &[
+        Rule::KeptTermsBack,
+        Rule::CjkSpacing,
+        Rule::UninflectedKeptTerms,
+        Rule::NoSpaceInsideCjkWords,
+    ],
+    guide: (include_str!("../prompts/guide.ja.md"), "guide.ja.md"),
+    min_script_share: 0.5,
+    length_from_en: 0.4,
+    whatlang: Lang::Jpn,
+    chapter_numerals: None,
+    caption_labels: &[],
+};
+
+/// Korean: Hangul, words separated by spaces, Western punctuation.
+pub(super) static KO: Profile = Profile {
+    code: "ko",
+    name: "Korean",
+    scripts: &[Script::Hangul],
+    spaced_words: true,
+    clause_marks: LATIN_CLAUSE_MARKS,
+    closing_marks: ".,;:?!",
+    quotes: ('“', '”'),
+    scale_words: &[("만", 1e4), ("억", 1e8)],
+    typography: &[
+        Rule::KeptTermsBack,
+        Rule::CjkSpacing,
+        Rule::UninflectedKeptTerms,
+    ],
+    guide: (include_str!("../prompts/guide.ko.md"), "guide.ko.md"),
+    min_script_share: 0.5,
+    length_from_en: 0.45,
+    whatlang: Lang::Kor,
+    chapter_numerals: None,
+    caption_labels: &[],
+};
+
+/// A Latin-script language written from English: the source's punctuation, no number
+/// scale words, kept terms written back.
+const fn latin(
+    code: &'static str,
+    name: &'static str,
+    quotes: (char, char),
+    guide: (&'static str, &'static str),
+    whatlang: Lang,
+) -> Profile {
+    Profile {
+        code,
+        name,
+        scripts: &[Script::Latin],
+        spaced_words: true,
+        clause_marks: LATIN_CLAUSE_MARKS,
+        closing_marks: ".,;:?!",
+        quotes,
+        scale_words: &[],
+        typography: &[Rule::KeptTermsBack],
+        guide,
+        min_script_share: 0.5,
+        length_from_en: 1.1,
+        whatlang,
+        chapter_numerals: None,
+        caption_labels: &[],
+    }
+}
+
+/// German.
+pub(super) static DE: Profile = latin(
+    "de",
+    "German",
+    ('„', '“'),
+    (include_str!("../prompts/guide.de.md"), "guide.de.md"),
+    Lang::Deu,
+);
+/// French.
+pub(super) static FR: Profile = latin(
+    "fr",
+    "French",
+    ('«', '»'),
+    (include_str!("../prompts/guide.fr.md"), "guide.fr.md"),
+    Lang::Fra,
+);
+/// Spanish.
+pub(super) static ES: Profile = latin(
+    "es",
+    "Spanish",
+    ('«', '»'),
+    (include_str!("../prompts/guide.es.md"), "guide.es.md"),
+    Lang::Spa,
+);
+/// English (as a target, from Chinese).
+pub(super) static EN: Profile = latin(
+    "en",
+    "English",
+    ('“', '”'),
+    (include_str!("../prompts/guide.en.md"), "guide.en.md"),
+    Lang::Eng,
+);
+
+/// Every profile, targets first in the order `--help` lists them.
+pub(super) static ALL: [&Profile; 7] = [&ZH_HANS, &JA, &KO, &DE, &FR, &ES, &EN];
+
+/// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
+pub(super) fn chinese_number(n: usize) -> Option<String> {
+    const DIGITS: [&str; 10] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九"];
+    match n {
+        1..=9 => Some(DIGITS[n].to_string()),
+        10..=19 => Some(format!("十{}", if n > 10 { DIGITS[n - 10] } else { "" })),
+        20..=99 => Some(format!(
+            "{}十{}",
+            DIGITS[n / 10],
+            if n.is_multiple_of(10) {
+                ""
+            } else {
+                DIGITS[n % 10]
+            }
+        )),
+        _ => None,
+    }
+}
