@@ -14,6 +14,7 @@ mod profiles;
 pub mod tag;
 
 pub use profile::{Profile, Rule};
+pub use profiles::chinese_number;
 pub use tag::{profile, profile_or_latin, supported_pairs_text, Pair};
 
 /// Writing systems the checks and the translation stages tell apart.

@@ -49,6 +49,8 @@ pub struct Profile {
     /// The mark that ends a translated clause for each source clause mark (`,` → `，`);
     /// a mark not listed is kept as the source has it.
     pub clause_marks: &'static [(char, &'static str)],
+    /// The mark that ends a sentence (`。`, `.`).
+    pub full_stop: char,
     /// The marks that end a sentence or clause, full-width where the language has them.
     pub closing_marks: &'static str,
     /// Opening and closing double quotation marks.

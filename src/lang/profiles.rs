@@ -8,8 +8,8 @@ use whatlang::Lang;
 const ZH_CLAUSE_MARKS: &[(char, &str)] = &[(',', "，"), (';', "；"), (':', "："), ('—', "——")];
 /// Japanese: the reading comma and a full-width colon.
 const JA_CLAUSE_MARKS: &[(char, &str)] = &[(',', "、"), (';', "；"), (':', "："), ('—', "——")];
-/// Latin-script languages keep the source's clause marks.
-const LATIN_CLAUSE_MARKS: &[(char, &str)] = &[];
+/// Languages written with Western punctuation end a clause with the source's mark.
+const LATIN_CLAUSE_MARKS: &[(char, &str)] = &[(',', ","), (';', ";"), (':', ":"), ('—', "—")];
 
 /// Simplified Chinese as Chinese technical books write it.
 pub(super) static ZH_HANS: Profile = Profile {
@@ -18,6 +18,7 @@ pub(super) static ZH_HANS: Profile = Profile {
     scripts: &[Script::Han],
     spaced_words: false,
     clause_marks: ZH_CLAUSE_MARKS,
+    full_stop: '。',
     closing_marks: "。，、；：？！",
     quotes: ('“', '”'),
     scale_words: &[("万", 1e4), ("亿", 1e8)],
@@ -51,6 +52,7 @@ pub(super) static JA: Profile = Profile {
     scripts: &[Script::Han, Script::Kana],
     spaced_words: false,
     clause_marks: JA_CLAUSE_MARKS,
+    full_stop: '。',
     closing_marks: "。、；：？！",
     quotes: ('「', '」'),
     scale_words: &[("万", 1e4), ("億", 1e8)],
@@ -75,6 +77,7 @@ pub(super) static KO: Profile = Profile {
     scripts: &[Script::Hangul],
     spaced_words: true,
     clause_marks: LATIN_CLAUSE_MARKS,
+    full_stop: '.',
     closing_marks: ".,;:?!",
     quotes: ('“', '”'),
     scale_words: &[("만", 1e4), ("억", 1e8)],
@@ -106,7 +109,8 @@ const fn latin(
         scripts: &[Script::Latin],
         spaced_words: true,
         clause_marks: LATIN_CLAUSE_MARKS,
-        closing_marks: ".,;:?!",
+        full_stop: '.',
+    closing_marks: ".,;:?!",
         quotes,
         scale_words: &[],
         typography: &[Rule::KeptTermsBack],
@@ -156,7 +160,7 @@ pub(super) static EN: Profile = latin(
 pub(super) static ALL: [&Profile; 7] = [&ZH_HANS, &JA, &KO, &DE, &FR, &ES, &EN];
 
 /// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
-pub(super) fn chinese_number(n: usize) -> Option<String> {
+pub fn chinese_number(n: usize) -> Option<String> {
     const DIGITS: [&str; 10] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九"];
     match n {
         1..=9 => Some(DIGITS[n].to_string()),

@@ -503,7 +503,7 @@ pub fn kept_entries(
     on_call: &mut dyn FnMut(&Candidate, &Completion),
 ) -> Result<Vec<GlossaryEntry>> {
     let mut entries = keep_lines(terms);
-    if !crate::translate::passage::non_latin_script(target_lang) {
+    if !crate::lang::profile_or_latin(target_lang).is_cjk() {
         return Ok(entries);
     }
     let asked: Vec<usize> = (0..terms.len())
