@@ -312,6 +312,9 @@ pub struct CheckContext {
     pub glossary: Arc<Glossary>,
     /// Chapter name put in findings.
     pub chapter: String,
+    /// Write-back passes switched off (`--skip-pass`): typography rules by name, or
+    /// `typography` for all of them.
+    pub skipped_passes: Arc<[String]>,
 }
 
 impl Default for CheckContext {
@@ -328,7 +331,14 @@ impl CheckContext {
             target_lang: target_lang.to_string(),
             glossary: Arc::new(Glossary::default()),
             chapter: String::new(),
+            skipped_passes: Arc::from(Vec::new()),
         }
+    }
+
+    /// The same context with write-back passes switched off.
+    pub fn with_skipped_passes(mut self, skipped: &[String]) -> CheckContext {
+        self.skipped_passes = Arc::from(skipped.to_vec());
+        self
     }
 
     /// The same context with a glossary.

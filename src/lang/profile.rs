@@ -35,6 +35,38 @@ pub enum Rule {
     ChapterNumberInNumerals,
 }
 
+impl Rule {
+    /// Every rule, in the order of [`Rule::name`]s listed by `--skip-pass`.
+    pub const ALL: [Rule; 10] = [
+        Rule::KeptTermsBack,
+        Rule::AcronymExpansions,
+        Rule::CjkSpacing,
+        Rule::UninflectedKeptTerms,
+        Rule::NoSpaceInsideCjkWords,
+        Rule::CurlyQuotes,
+        Rule::FullWidthParentheses,
+        Rule::BoldBeforeFullWidthMarks,
+        Rule::CaptionLabelWithoutColon,
+        Rule::ChapterNumberInNumerals,
+    ];
+
+    /// The rule's name (`--skip-pass NAME` switches it off).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::KeptTermsBack => "kept-terms-back",
+            Rule::AcronymExpansions => "acronym-expansions",
+            Rule::CjkSpacing => "cjk-spacing",
+            Rule::UninflectedKeptTerms => "uninflected-kept-terms",
+            Rule::NoSpaceInsideCjkWords => "no-space-inside-cjk-words",
+            Rule::CurlyQuotes => "curly-quotes",
+            Rule::FullWidthParentheses => "full-width-parentheses",
+            Rule::BoldBeforeFullWidthMarks => "bold-before-full-width-marks",
+            Rule::CaptionLabelWithoutColon => "caption-label-without-colon",
+            Rule::ChapterNumberInNumerals => "chapter-number-in-numerals",
+        }
+    }
+}
+
 /// One language as Quire writes (or reads) it.
 #[derive(Debug)]
 pub struct Profile {
@@ -76,6 +108,9 @@ pub struct Profile {
     pub chapter_numerals: Option<fn(usize) -> Option<String>>,
     /// Figure and table labels that open a caption (`图`, `表`).
     pub caption_labels: &'static [&'static str],
+    /// Worked examples of the emphasis agent (which words of a translated line render a
+    /// bold phrase of its source): (line, translation, phrase, reply).
+    pub emphasis_examples: &'static [(&'static str, &'static str, &'static str, &'static str)],
 }
 
 impl Profile {

@@ -11,6 +11,22 @@ const JA_CLAUSE_MARKS: &[(char, &str)] = &[(',', "、"), (';', "；"), (':', "�
 /// Languages written with Western punctuation end a clause with the source's mark.
 const LATIN_CLAUSE_MARKS: &[(char, &str)] = &[(',', ","), (';', ";"), (':', ":"), ('—', "—")];
 
+/// Worked examples of the emphasis agent for Chinese: (line, translation, phrase, reply).
+const ZH_EMPHASIS_EXAMPLES: &[(&str, &str, &str, &str)] = & [
+    (
+        "The **prefix cache** is stored on disk, so a restart is cheap.",
+        "前缀缓存保存在磁盘上，因此重启的代价很低。",
+        "prefix cache",
+        "前缀缓存",
+    ),
+    (
+        "Each step writes a checkpoint; this is what makes a run **resumable** after a crash.",
+        "每一步都会写入检查点，这正是运行在崩溃后可以恢复的原因。",
+        "resumable",
+        "可以恢复",
+    ),
+];
+
 /// Simplified Chinese as Chinese technical books write it.
 pub(super) static ZH_HANS: Profile = Profile {
     code: "zh-CN",
@@ -43,6 +59,7 @@ pub(super) static ZH_HANS: Profile = Profile {
     whatlang: Lang::Cmn,
     chapter_numerals: Some(chinese_number),
     caption_labels: &["图", "表"],
+    emphasis_examples: ZH_EMPHASIS_EXAMPLES,
 };
 
 /// Japanese.
@@ -68,6 +85,7 @@ pub(super) static JA: Profile = Profile {
     whatlang: Lang::Jpn,
     chapter_numerals: None,
     caption_labels: &[],
+        emphasis_examples: &[],
 };
 
 /// Korean: Hangul, words separated by spaces, Western punctuation.
@@ -92,6 +110,7 @@ pub(super) static KO: Profile = Profile {
     whatlang: Lang::Kor,
     chapter_numerals: None,
     caption_labels: &[],
+        emphasis_examples: &[],
 };
 
 /// A Latin-script language written from English: the source's punctuation, no number
@@ -120,6 +139,7 @@ const fn latin(
         whatlang,
         chapter_numerals: None,
         caption_labels: &[],
+        emphasis_examples: &[],
     }
 }
 

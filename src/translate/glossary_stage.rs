@@ -91,7 +91,9 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Terms> {
     // The checks hold the translation to the same terms: a suggestion nobody has reviewed
     // is neither shown nor checked (it would flag every unit that reads `memory` as 记忆).
     Ok(Terms {
-        ctx: CheckContext::new(from, to).with_glossary(glossary.clone()),
+        ctx: CheckContext::new(from, to)
+            .with_glossary(glossary.clone())
+            .with_skipped_passes(&opts.skip_passes),
         glossary,
         house: opts.house_terms,
         names: book_names(&m.plan.units),

@@ -6,7 +6,6 @@ use super::manager::TranslateOptions;
 use super::scheduler::max_new_tokens_for;
 use crate::book::{load_book, Book};
 use crate::glossary::Glossary;
-use crate::prompts::agents::DEFAULT_GUIDE;
 use crate::units::{
     release_names, segment_chapter_with, EstimateTokens, TokenCount, Unit, UnitKind,
 };
@@ -64,10 +63,10 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
                 .with_context(|| format!("cannot read guide {}", p.display()))?,
             p.display().to_string(),
         ),
-        None => (
-            DEFAULT_GUIDE.to_string(),
-            "built-in guide.zh-CN.md".to_string(),
-        ),
+        None => {
+            let (text, file) = crate::lang::profile_or_latin(&opts.target_lang).guide;
+            (text.to_string(), format!("built-in {file}"))
+        }
     };
     let counter = EstimateTokens;
     let mut units = book

@@ -47,9 +47,15 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
         .map(|e| e.source.as_str())
         .filter(|t| t.len() >= 2 && t.chars().all(|c| c.is_ascii_alphanumeric()))
         .collect();
+    let skipped = |name: &str| ctx.skipped_passes.iter().any(|s| s == name);
     let mut out = line.to_string();
+    if skipped(super::writeback::TYPOGRAPHY) {
+        return out;
+    }
     for &rule in profile.typography {
-        out = apply(rule, profile, ctx, source, &out, &kept);
+        if !skipped(rule.name()) {
+            out = apply(rule, profile, ctx, source, &out, &kept);
+        }
     }
     out
 }
