@@ -13,6 +13,8 @@ mod content;
 mod doc;
 pub mod lang;
 pub mod numbers;
+mod paragraphs;
+pub use paragraphs::identified_share;
 mod structure;
 pub use structure::hollow;
 
@@ -65,13 +67,15 @@ pub enum Category {
     LengthRatio,
     /// Unbalanced emphasis, brackets or quotes.
     Markup,
+    /// Spaces the target language does not write (inside a CJK word).
+    Spacing,
     /// Line endings of another style than the source's (CRLF or LF).
     LineEnding,
 }
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 19] = [
+    pub const ALL: [Category; 20] = [
         Category::CodeBlock,
         Category::Heading,
         Category::Link,
@@ -90,6 +94,7 @@ impl Category {
         Category::Repetition,
         Category::LengthRatio,
         Category::Markup,
+        Category::Spacing,
         Category::LineEnding,
     ];
 
@@ -130,6 +135,7 @@ impl Category {
             Category::Repetition => "repetition",
             Category::LengthRatio => "length_ratio",
             Category::Markup => "markup",
+            Category::Spacing => "spacing",
             Category::LineEnding => "line_ending",
         }
     }
@@ -387,6 +393,7 @@ pub fn check_pair(source: &str, target: &str, ctx: &CheckContext) -> Vec<Finding
     line_endings(source, target, ctx, &mut out);
     let segments = align::segments(&s, &t);
     content::check(&segments, ctx, &mut out);
+    paragraphs::check(source, target, &t, ctx, &mut out);
     sort_findings(&mut out);
     out
 }
@@ -501,6 +508,7 @@ pub fn check_units(units: &[Unit], translations: &[String], ctx: &CheckContext) 
         let d = doc::Doc::parse(t.trim());
         let mut found = Vec::new();
         structure::check(&s, &d, ctx, &mut found);
+        paragraphs::check(u.source.trim(), t.trim(), &d, ctx, &mut found);
         for f in &mut found {
             f.unit = Some(u.id.clone());
             f.line = None;

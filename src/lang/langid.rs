@@ -11,6 +11,10 @@ use whatlang::{Detector, Lang};
 /// heading of two words, a caption — is too little to identify reliably).
 pub const MIN_LETTERS: usize = 24;
 
+/// Lowest confidence of an identification that is acted on (whatlang's own `is_reliable`
+/// also wants a margin that one-sentence paragraphs rarely reach).
+const MIN_CONFIDENCE: f64 = 0.6;
+
 /// The languages told apart: the ones Quire translates between plus the neighbours a
 /// model drifts into. Limiting the choice makes short paragraphs more reliable.
 const CANDIDATES: [Lang; 12] = [
@@ -40,7 +44,8 @@ pub struct Identified {
 }
 
 /// The language of `text` when it is not `target`'s: `None` when the text is in the
-/// target language, too short to tell ([`MIN_LETTERS`]) or not identified reliably. For
+/// target language, too short to tell ([`MIN_LETTERS`]) or identified with too little
+/// confidence. For
 /// a CJK target a paragraph with at least a third of its weight in the target's scripts
 /// counts as the target's (technical CJK prose carries many English names).
 pub fn other_language(text: &str, target: &Profile) -> Option<Identified> {
@@ -48,7 +53,7 @@ pub fn other_language(text: &str, target: &Profile) -> Option<Identified> {
         return None;
     }
     let info = Detector::with_allowlist(CANDIDATES.to_vec()).detect(text)?;
-    if info.lang() == target.whatlang || !info.is_reliable() {
+    if info.lang() == target.whatlang || info.confidence() < MIN_CONFIDENCE {
         return None;
     }
     if target.is_cjk() {
