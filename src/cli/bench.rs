@@ -133,6 +133,12 @@ pub struct QualityArgs {
     /// Quire's token budget per unit (as `quire translate --unit-tokens`).
     #[arg(long, default_value_t = 300)]
     pub unit_tokens: usize,
+    /// Source language (BCP 47; as `quire translate --from`): en, or zh with --to en.
+    #[arg(long, default_value = "en")]
+    pub from: String,
+    /// Target language (BCP 47; as `quire translate --to`).
+    #[arg(long, default_value = "zh-CN")]
+    pub to: String,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -321,6 +327,7 @@ fn run_serve(a: ServeArgs) -> Result<i32> {
 }
 
 fn run_quality(a: QualityArgs) -> Result<i32> {
+    crate::lang::Pair::new(&a.from, &a.to)?;
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
     let model = crate::model_store::resolve_model(
         &super::store_config(),
@@ -341,7 +348,8 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         house_terms: a.house_terms,
         term_originals: !a.no_term_originals,
         unit_tokens: super::translate::unit_tokens(a.unit_tokens),
-        target_lang: "zh-CN".to_string(),
+        source_lang: a.from,
+        target_lang: a.to,
         prefix_cache_dir: super::prefix_cache_dir(None, false),
         config: bench_config(),
     })?;
