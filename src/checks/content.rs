@@ -298,7 +298,9 @@ fn language(
     }
     // Wrong language: a script that is neither the target's nor the source's.
     let mut wrong: Option<String> = None;
-    let target_is_ja = lang::primary(&ctx.target_lang) == "ja";
+    // Every script the target's profile writes (Japanese: Han and kana).
+    let target = crate::lang::profile(&ctx.target_lang);
+    let target_writes = |s: Script| target.is_some_and(|p| p.scripts.contains(&s));
     for s in [
         Script::Kana,
         Script::Hangul,
@@ -309,11 +311,7 @@ fn language(
         Script::Latin,
         Script::Other,
     ] {
-        if s == tgt_script
-            || s == src_script
-            || (s == Script::Kana && target_is_ja)
-            || (s == Script::Han && target_is_ja)
-        {
+        if s == tgt_script || s == src_script || target_writes(s) {
             continue;
         }
         let share = sc.share(s);

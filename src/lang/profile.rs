@@ -103,14 +103,17 @@ pub struct Profile {
     pub length_from_en: f64,
     /// The language as `whatlang` names it (paragraph language identification).
     pub whatlang: whatlang::Lang,
-    /// A chapter heading's number in the language's own numerals: `第2章` and the pattern
-    /// that finds it (`None`: the language writes digits).
+    /// A number (1–99) in the language's own numerals, for chapter numbers (`第二章`);
+    /// `None`: the language writes digits.
     pub chapter_numerals: Option<fn(usize) -> Option<String>>,
     /// Figure and table labels that open a caption (`图`, `表`).
     pub caption_labels: &'static [&'static str],
     /// Worked examples of the emphasis agent (which words of a translated line render a
     /// bold phrase of its source): (line, translation, phrase, reply).
     pub emphasis_examples: &'static [(&'static str, &'static str, &'static str, &'static str)],
+    /// Words the language writes with a capital that are still translated (as a source:
+    /// capitalised, but not names the glossary agent keeps), lower-cased.
+    pub capitalised_common_words: &'static [&'static str],
 }
 
 impl Profile {

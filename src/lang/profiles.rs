@@ -4,6 +4,42 @@ use super::profile::{Profile, Rule};
 use super::Script;
 use whatlang::Lang;
 
+/// English words written with a capital (document parts, languages, months, days, some
+/// proper nouns) that are still translated: not names to keep.
+const EN_CAPITALISED_COMMON_WORDS: &[&str] = &[
+    "chapter",
+    "figure",
+    "table",
+    "section",
+    "appendix",
+    "experiment",
+    "example",
+    "part",
+    "english",
+    "chinese",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "china",
+    "internet",
+];
+
 /// Clause marks of Chinese text for the source's clause ends.
 const ZH_CLAUSE_MARKS: &[(char, &str)] = &[(',', "，"), (';', "；"), (':', "："), ('—', "——")];
 /// Japanese: the reading comma and a full-width colon.
@@ -60,6 +96,7 @@ pub(super) static ZH_HANS: Profile = Profile {
     chapter_numerals: Some(chinese_number),
     caption_labels: &["图", "表"],
     emphasis_examples: ZH_EMPHASIS_EXAMPLES,
+    capitalised_common_words: &[],
 };
 
 /// Japanese.
@@ -85,7 +122,8 @@ pub(super) static JA: Profile = Profile {
     whatlang: Lang::Jpn,
     chapter_numerals: None,
     caption_labels: &[],
-        emphasis_examples: &[],
+    emphasis_examples: &[],
+    capitalised_common_words: &[],
 };
 
 /// Korean: Hangul, words separated by spaces, Western punctuation.
@@ -110,7 +148,8 @@ pub(super) static KO: Profile = Profile {
     whatlang: Lang::Kor,
     chapter_numerals: None,
     caption_labels: &[],
-        emphasis_examples: &[],
+    emphasis_examples: &[],
+    capitalised_common_words: &[],
 };
 
 /// A Latin-script language written from English: the source's punctuation, no number
@@ -140,6 +179,7 @@ const fn latin(
         chapter_numerals: None,
         caption_labels: &[],
         emphasis_examples: &[],
+        capitalised_common_words: &[],
     }
 }
 
@@ -167,14 +207,17 @@ pub(super) static ES: Profile = latin(
     (include_str!("../prompts/guide.es.md"), "guide.es.md"),
     Lang::Spa,
 );
-/// English (as a target, from Chinese).
-pub(super) static EN: Profile = latin(
-    "en",
-    "English",
-    ('“', '”'),
-    (include_str!("../prompts/guide.en.md"), "guide.en.md"),
-    Lang::Eng,
-);
+/// English (as a target, from Chinese; as the source of every other pair).
+pub(super) static EN: Profile = Profile {
+    capitalised_common_words: EN_CAPITALISED_COMMON_WORDS,
+    ..latin(
+        "en",
+        "English",
+        ('“', '”'),
+        (include_str!("../prompts/guide.en.md"), "guide.en.md"),
+        Lang::Eng,
+    )
+};
 
 /// Every profile, targets first in the order `--help` lists them.
 pub(super) static ALL: [&Profile; 7] = [&ZH_HANS, &JA, &KO, &DE, &FR, &ES, &EN];

@@ -145,7 +145,8 @@ fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
     let plan = m.plan;
     let opts = m.opts;
     let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
-    let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40);
+    let source = crate::lang::profile_or_latin(&opts.source_lang);
+    let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40, source);
     let mut cands: Vec<_> =
         glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms)
             .into_iter()
