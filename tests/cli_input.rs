@@ -35,14 +35,21 @@ fn unsupported_languages_are_refused_with_the_supported_ones() {
         let (code, err) = quire(&["translate", "--dry-run", "--to", to]);
         assert_eq!(code, 2, "--to {to}: {err}");
         assert!(
-            err.contains("unsupported language --to") && err.contains("en → zh-CN, ja, ko, de, fr, es"),
+            err.contains("unsupported language --to")
+                && err.contains("en → zh-CN, ja, ko, de, fr, es"),
             "{err}"
         );
     }
     let (code, err) = quire(&["translate", "--dry-run", "--from", "de", "--to", "fr"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unsupported language pair de → fr"), "{err}");
-    for (from, to) in [("en", "zh"), ("en", "zh-Hans"), ("en-US", "ja"), ("en", "de-DE"), ("zh-CN", "en")] {
+    for (from, to) in [
+        ("en", "zh"),
+        ("en", "zh-Hans"),
+        ("en-US", "ja"),
+        ("en", "de-DE"),
+        ("zh-CN", "en"),
+    ] {
         let (code, err) = quire(&["translate", "--dry-run", "--from", from, "--to", to]);
         assert_eq!(code, 0, "{from} → {to}: {err}");
     }

@@ -505,7 +505,10 @@ pub fn untranslated_source(source: &str, translation: &str, source_lang: &str) -
         return untranslated_english(source, translation);
     }
     let letters = |t: &str| -> Vec<char> {
-        prose_text(t).chars().filter(|&c| profile.writes(c)).collect()
+        prose_text(t)
+            .chars()
+            .filter(|&c| profile.writes(c))
+            .collect()
     };
     let (src, left) = (letters(source).len(), letters(translation));
     let mut counts: BTreeMap<char, usize> = BTreeMap::new();
@@ -971,10 +974,15 @@ fn prepare_chapters(opts: &QualityBenchOptions, book: &Book, out: &Path) -> Resu
             std::fs::create_dir_all(p)?;
         }
         crate::util::write_atomic(&input, text.as_bytes())?;
-        let mut reference = opts
-            .reference
-            .as_deref()
-            .and_then(|r| find_reference(r, &c.rel_path, book.chapters.len(), source.as_deref(), langs));
+        let mut reference = opts.reference.as_deref().and_then(|r| {
+            find_reference(
+                r,
+                &c.rel_path,
+                book.chapters.len(),
+                source.as_deref(),
+                langs,
+            )
+        });
         if let (Some(r), Some((_, k))) = (&reference, &cut) {
             let full = std::fs::read_to_string(r)
                 .with_context(|| format!("cannot read reference {}", r.display()))?;
@@ -1209,7 +1217,8 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
     let (glossary, glossary_path, glossary_name) = load_glossary(opts, sample, out)?;
     let house_terms = glossary.entries.iter().filter(|e| e.house).count();
-    let ctx = CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
+    let ctx =
+        CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
 
     // Fresh working directories, then inputs (cut when asked) and references.
     for d in ["input", "reference", "quire", "naive"] {
@@ -1648,7 +1657,10 @@ mod tests {
     fn reference_names() {
         assert_eq!(
             reference_candidates_for(Path::new("zh-chapter8.md"), ("zh", "en")),
-            vec![PathBuf::from("en-chapter8.md"), PathBuf::from("zh-chapter8.md")]
+            vec![
+                PathBuf::from("en-chapter8.md"),
+                PathBuf::from("zh-chapter8.md")
+            ]
         );
         assert_eq!(
             reference_candidates(Path::new("en-chapter8.md")),

@@ -150,17 +150,22 @@ mod tests {
         let zh = "系统 提示词会被缓存。\n\nThe cache is stored on disk, so a restart costs only milliseconds.\n";
         let f = findings(src, zh, "zh-CN");
         assert!(
-            f.iter().any(|x| x.category == Category::Spacing && x.evidence.contains("统 提")),
+            f.iter()
+                .any(|x| x.category == Category::Spacing && x.evidence.contains("统 提")),
             "{f:#?}"
         );
         assert!(
-            f.iter().any(|x| x.category == Category::Untranslated && x.line == Some(3)),
+            f.iter()
+                .any(|x| x.category == Category::Untranslated && x.line == Some(3)),
             "{f:#?}"
         );
         let de = "Der Cache wird auf der Festplatte gespeichert, daher kostet ein Neustart nur Millisekunden.\n\nLa caché se almacena en el disco, así que un reinicio cuesta solo milisegundos.\n";
         let f = findings(src, de, "de");
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!((f[0].category, f[0].line), (Category::WrongLanguage, Some(3)));
+        assert_eq!(
+            (f[0].category, f[0].line),
+            (Category::WrongLanguage, Some(3))
+        );
         assert_eq!(identified_share(de, "de"), (2, 1));
         assert!(findings(src, "系统提示词会被缓存。\n", "zh-CN").is_empty());
         assert!(findings("系统 提示词", "系统 提示词会被缓存。\n", "zh-CN").is_empty());

@@ -101,6 +101,10 @@ mod tests {
         assert_eq!(other_language(ja, p("ja")), None);
         assert_eq!(other_language(ja, p("zh-CN")).map(|i| i.code), Some("jpn"));
         assert_eq!(other_language(zh, p("ko")).map(|i| i.code), Some("cmn"));
-        assert_eq!(other_language("Prompt 与 Agent", p("zh-CN")), None, "too short");
+        assert_eq!(
+            other_language("Prompt 与 Agent", p("zh-CN")),
+            None,
+            "too short"
+        );
     }
 }

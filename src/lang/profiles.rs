@@ -48,7 +48,7 @@ const JA_CLAUSE_MARKS: &[(char, &str)] = &[(',', "、"), (';', "；"), (':', "�
 const LATIN_CLAUSE_MARKS: &[(char, &str)] = &[(',', ","), (';', ";"), (':', ":"), ('—', "—")];
 
 /// Worked examples of the emphasis agent for Chinese: (line, translation, phrase, reply).
-const ZH_EMPHASIS_EXAMPLES: &[(&str, &str, &str, &str)] = & [
+const ZH_EMPHASIS_EXAMPLES: &[(&str, &str, &str, &str)] = &[
     (
         "The **prefix cache** is stored on disk, so a restart is cheap.",
         "前缀缓存保存在磁盘上，因此重启的代价很低。",
@@ -86,10 +86,7 @@ pub(super) static ZH_HANS: Profile = Profile {
         Rule::ChapterNumberInNumerals,
         Rule::NoSpaceInsideCjkWords,
     ],
-    guide: (
-        include_str!("../prompts/guide.zh-CN.md"),
-        "guide.zh-CN.md",
-    ),
+    guide: (include_str!("../prompts/guide.zh-CN.md"), "guide.zh-CN.md"),
     min_script_share: 0.5,
     length_from_en: 0.33,
     whatlang: Lang::Cmn,
@@ -168,7 +165,7 @@ const fn latin(
         spaced_words: true,
         clause_marks: LATIN_CLAUSE_MARKS,
         full_stop: '.',
-    closing_marks: ".,;:?!",
+        closing_marks: ".,;:?!",
         quotes,
         scale_words: &[],
         typography: &[Rule::KeptTermsBack],

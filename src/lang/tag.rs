@@ -95,12 +95,14 @@ pub fn supported_pairs_text() -> String {
 impl Pair {
     /// The pair `from` → `to` (BCP 47 tags), or an error naming the supported pairs.
     pub fn new(from: &str, to: &str) -> Result<Pair> {
-        let known = |tag: &str, flag: &str| match profile(tag) {
+        let known = |tag: &str, flag: &str| {
+            match profile(tag) {
             Some(p) => Ok(p),
             None => bail!(
                 "unsupported language {flag} {tag:?}: supported pairs: {} (BCP 47 tags such as zh-Hans, zh-CN, ja, de-DE are read by their language)",
                 supported_pairs_text()
             ),
+        }
         };
         let (source, target) = (known(from, "--from")?, known(to, "--to")?);
         if !PAIRS.contains(&(source.primary(), target.primary())) {
@@ -129,7 +131,9 @@ mod tests {
         for t in ["zh", "zh-CN", "zh-Hans", "zh_cn", "zh-Hans-CN", "ZH-sg"] {
             assert_eq!(profile(t).map(|p| p.code), Some("zh-CN"), "{t}");
         }
-        for t in ["zh-TW", "zh-Hant", "zh-HK", "pt-BR", "xx", "", "e", "en--", "1a"] {
+        for t in [
+            "zh-TW", "zh-Hant", "zh-HK", "pt-BR", "xx", "", "e", "en--", "1a",
+        ] {
             assert!(profile(t).is_none(), "{t}");
         }
         assert_eq!(profile("de-AT").map(|p| p.code), Some("de"));
@@ -139,13 +143,24 @@ mod tests {
 
     #[test]
     fn pairs_are_checked_with_the_supported_list() {
-        for (f, t) in [("en", "zh-Hans"), ("en-US", "ja"), ("en", "ko"), ("zh-CN", "en")] {
+        for (f, t) in [
+            ("en", "zh-Hans"),
+            ("en-US", "ja"),
+            ("en", "ko"),
+            ("zh-CN", "en"),
+        ] {
             assert!(Pair::new(f, t).is_ok(), "{f} → {t}");
         }
         let e = Pair::new("en", "pt-BR").unwrap_err().to_string();
-        assert!(e.contains("\"pt-BR\"") && e.contains("en → zh-CN, ja, ko, de, fr, es"), "{e}");
+        assert!(
+            e.contains("\"pt-BR\"") && e.contains("en → zh-CN, ja, ko, de, fr, es"),
+            "{e}"
+        );
         let e = Pair::new("de", "fr").unwrap_err().to_string();
-        assert!(e.contains("pair de → fr") && e.contains("zh-CN → en"), "{e}");
+        assert!(
+            e.contains("pair de → fr") && e.contains("zh-CN → en"),
+            "{e}"
+        );
         assert!(Pair::new("en", "zh-TW").is_err());
     }
 }

@@ -578,9 +578,9 @@ mod tests {
             10,
             crate::lang::profile_or_latin("en"),
         )
-            .into_iter()
-            .map(|c| c.term)
-            .collect();
+        .into_iter()
+        .map(|c| c.term)
+        .collect();
         assert!(keep.contains(&"Agent".to_string()), "{keep:?}");
         assert!(!keep.contains(&"Senior".to_string()), "quoted: {keep:?}");
         assert!(

@@ -4,9 +4,7 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
-use super::{
-    chapters, glossary_stage, review, run_report, scheduler, writeback,
-};
+use super::{chapters, glossary_stage, review, run_report, scheduler, writeback};
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;

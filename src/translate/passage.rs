@@ -9,11 +9,11 @@
 
 pub use super::typography::typeset;
 use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
-use crate::lang::Profile;
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::glossary::GlossaryEntry;
+use crate::lang::Profile;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
 use crate::units::verbatim;
@@ -686,12 +686,15 @@ mod tests {
             "第一。第二。"
         );
         assert_eq!(
-            join_sentences(&[
-                "它们。".into(),
-                "Agent 通过它访问。".into(),
-                "It works.".into(),
-                "Done.".into()
-            ], zh_cn),
+            join_sentences(
+                &[
+                    "它们。".into(),
+                    "Agent 通过它访问。".into(),
+                    "It works.".into(),
+                    "Done.".into()
+                ],
+                zh_cn
+            ),
             "它们。Agent 通过它访问。It works. Done."
         );
     }
@@ -837,8 +840,14 @@ mod tests {
         assert_eq!(clause_end("这是机制——", '—', zh), "这是机制——");
         assert_eq!(clause_end("结束。", '.', zh), "结束。");
         let de = crate::lang::profile_or_latin("de");
-        assert_eq!(clause_end("markiert seine Quelle.", ',', de), "markiert seine Quelle,");
-        assert_eq!(join_sentences(&["Eins.".into(), "Zwei.".into()], de), "Eins. Zwei.");
+        assert_eq!(
+            clause_end("markiert seine Quelle.", ',', de),
+            "markiert seine Quelle,"
+        );
+        assert_eq!(
+            join_sentences(&["Eins.".into(), "Zwei.".into()], de),
+            "Eins. Zwei."
+        );
     }
 
     /// Answers like a model that drops "Chapter 2" from the whole sentence, asked again or

@@ -112,7 +112,10 @@ impl WriteBack for Originals {
     ) -> Result<Option<String>> {
         let n = super::originals::write_back(book.units, book.texts, book.target_lang);
         let s = if n == 1 { "" } else { "s" };
-        Ok((n > 0).then(|| format!("originals: {n} term{s} introduced in bold given the original")))
+        Ok(
+            (n > 0)
+                .then(|| format!("originals: {n} term{s} introduced in bold given the original")),
+        )
     }
 }
 
@@ -176,10 +179,16 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), names.len(), "{names:?}");
-        assert_eq!(&names[..4], ["kept_words", "emphasis", "originals", "typography"]);
+        assert_eq!(
+            &names[..4],
+            ["kept_words", "emphasis", "originals", "typography"]
+        );
         assert!(names.contains(&"acronym-expansions") && names.contains(&"cjk-spacing"));
         assert!(check_skipped(&["emphasis".into(), "curly-quotes".into()]).is_ok());
         let e = check_skipped(&["bold".into()]).unwrap_err().to_string();
-        assert!(e.contains("\"bold\"") && e.contains("kept_words, emphasis"), "{e}");
+        assert!(
+            e.contains("\"bold\"") && e.contains("kept_words, emphasis"),
+            "{e}"
+        );
     }
 }
