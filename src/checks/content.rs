@@ -2,7 +2,7 @@
 
 use super::align::Segment;
 use super::lang::{self, Script, ScriptCounts};
-use super::numbers::{same_value, source_numbers, target_values};
+use super::numbers::{same_value, source_numbers_with, target_values};
 use super::{Category, CheckContext, Finding, Severity};
 use crate::glossary::contains_term;
 use regex::Regex;
@@ -99,7 +99,9 @@ static NUM_TEXT_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
-    let src = source_numbers(&seg.src);
+    // A target written in Latin letters writes a source's numerals as words or digits.
+    let latin_target = crate::lang::profile(&ctx.target_lang).is_some_and(|p| !p.is_cjk());
+    let src = source_numbers_with(&seg.src, !latin_target);
     if src.is_empty() {
         return;
     }

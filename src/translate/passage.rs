@@ -40,7 +40,7 @@ pub fn constrained(
     constrained_shown(
         base,
         passage,
-        target_lang,
+        ("", target_lang),
         terms,
         &[],
         Vec::new(),
@@ -54,13 +54,16 @@ pub fn constrained(
 pub fn constrained_shown(
     base: &GenerationParams,
     passage: &str,
-    target_lang: &str,
+    (source_lang, target_lang): (&str, &str),
     terms: &[GlossaryEntry],
     names: &[String],
     shown: Vec<verbatim::Span>,
     max_new_tokens: usize,
 ) -> GenerationParams {
     let mut c = PassageConstraint::new(passage);
+    if crate::lang::profile_or_latin(source_lang).is_cjk() {
+        c = c.any_numbers();
+    }
     if crate::lang::profile_or_latin(target_lang).is_cjk() {
         c = c
             .latin_names_only(passage)
