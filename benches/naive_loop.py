@@ -5,7 +5,7 @@ Run with the python of the venv that has llama-cpp-python installed, e.g.
 
     /root/.cache/quire/llama-cpp-python/venv/bin/python benches/naive_loop.py \
         --model MODEL.gguf --threads 2 --input chapter.md --output out.md \
-        [--glossary-json glossary.json] [--target-lang zh-CN]
+        [--glossary-json glossary.json] [--source-lang en] [--target-lang zh-CN]
 
 The chapter is split into blocks separated by blank lines. A fenced code block (``` or ~~~,
 possibly containing blank lines) is one block of its own and is copied verbatim, as is every
@@ -48,6 +48,7 @@ LANGUAGES = {
     "fr": "French",
     "de": "German",
     "es": "Spanish",
+    "en": "English",
 }
 FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -112,9 +113,10 @@ def load_glossary(path):
     return terms
 
 
-def system_prompt(target_lang, terms):
+def system_prompt(source_lang, target_lang, terms):
+    source = LANGUAGES.get(source_lang.lower(), source_lang)
     lang = LANGUAGES.get(target_lang.lower(), target_lang)
-    s = (f"You are a professional translator. Translate the user's Markdown from English "
+    s = (f"You are a professional translator. Translate the user's Markdown from {source} "
          f"into {lang}. Keep Markdown syntax, code, URLs and numbers unchanged. "
          f"Output only the translation.")
     if terms:
@@ -130,13 +132,14 @@ def main():
     ap.add_argument("--input", required=True, help="the chapter (Markdown)")
     ap.add_argument("--output", required=True, help="where to write the translation")
     ap.add_argument("--glossary-json", help="glossary (JSON) put into the system prompt")
+    ap.add_argument("--source-lang", default="en", help="source language code")
     ap.add_argument("--target-lang", default="zh-CN", help="target language code")
     args = ap.parse_args()
 
     with open(args.input, encoding="utf-8") as f:
         text = f.read()
     terms = load_glossary(args.glossary_json) if args.glossary_json else []
-    system = system_prompt(args.target_lang, terms)
+    system = system_prompt(args.source_lang, args.target_lang, terms)
 
     t0 = time.perf_counter()
     llm = Llama(model_path=args.model, n_ctx=N_CTX, n_batch=512,

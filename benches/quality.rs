@@ -50,6 +50,7 @@ fn main() -> anyhow::Result<()> {
         unit_tokens: quire::cli::translate::unit_tokens(
             env_usize("QUIRE_BENCH_UNIT_TOKENS").unwrap_or(300),
         ),
+        source_lang: "en".to_string(),
         target_lang: "zh-CN".to_string(),
         prefix_cache_dir: quire::cli::prefix_cache_dir(None, false),
         config: quire::cli::bench::bench_config(),

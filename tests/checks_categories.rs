@@ -479,6 +479,7 @@ fn json_names_are_stable() {
         "repetition",
         "length_ratio",
         "markup",
+        "spacing",
         "line_ending",
     ]
     .iter()

@@ -31,19 +31,28 @@ fn huge_deadlines_are_refused_not_a_panic() {
 
 #[test]
 fn unsupported_languages_are_refused_with_the_supported_ones() {
-    for to in ["xx-YY", "tlh", "!!", "fr"] {
+    for to in ["xx-YY", "tlh", "!!", "pt-BR", "zh-TW"] {
         let (code, err) = quire(&["translate", "--dry-run", "--to", to]);
         assert_eq!(code, 2, "--to {to}: {err}");
         assert!(
-            err.contains("unsupported target language") && err.contains("zh-CN"),
+            err.contains("unsupported language --to")
+                && err.contains("en → zh-CN, ja, ko, de, fr, es"),
             "{err}"
         );
     }
-    let (code, err) = quire(&["translate", "--dry-run", "--from", "de"]);
+    let (code, err) = quire(&["translate", "--dry-run", "--from", "de", "--to", "fr"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("unsupported source language"), "{err}");
-    let (code, err) = quire(&["translate", "--dry-run", "--to", "zh"]);
-    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("unsupported language pair de → fr"), "{err}");
+    for (from, to) in [
+        ("en", "zh"),
+        ("en", "zh-Hans"),
+        ("en-US", "ja"),
+        ("en", "de-DE"),
+        ("zh-CN", "en"),
+    ] {
+        let (code, err) = quire(&["translate", "--dry-run", "--from", from, "--to", to]);
+        assert_eq!(code, 0, "{from} → {to}: {err}");
+    }
 }
 
 #[test]

@@ -220,7 +220,7 @@ fn translate_shown(
     let params = quire::translate::passage::constrained_shown(
         &GenerationParams::default(),
         &passage,
-        "zh-CN",
+        ("en", "zh-CN"),
         &[],
         &[],
         shown.clone(),

@@ -19,6 +19,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod debian_reference;
 pub mod draft;
 pub mod engine;
 pub mod isa;

@@ -71,7 +71,9 @@ pub struct QualityBenchOptions {
     /// Quire's token budget per unit (as `quire translate --unit-tokens` takes it: the CLI
     /// clamps it).
     pub unit_tokens: usize,
-    /// Target language code (the source is English).
+    /// Source language code (`en`, or `zh` for Chinese → English).
+    pub source_lang: String,
+    /// Target language code.
     pub target_lang: String,
     /// Quire's on-disk prefix cache (as `quire translate` has it: `$QUIRE_PREFIX_CACHE_DIR`,
     /// else the one under the user cache dir; `None`: none).
@@ -147,6 +149,10 @@ pub struct Metrics {
     pub warnings: usize,
     /// Error-severity findings per category (categories with any).
     pub errors_by_category: BTreeMap<String, usize>,
+    /// Share of the translation's identified paragraphs (prose long enough to tell) that
+    /// are in the target language ([`crate::checks::identified_share`]); `None` when none
+    /// could be told.
+    pub target_language: Option<f64>,
     /// The first ten structure errors: `category: evidence`.
     pub structure_examples: Vec<String>,
     /// House-term adherence.
@@ -355,13 +361,19 @@ pub fn cut_after_headings(text: &str, headings: usize) -> String {
 /// the file name replaced by `zh-` (first, so that a directory holding both the English and
 /// the Chinese chapters works), then the same relative path.
 pub fn reference_candidates(rel: &Path) -> Vec<PathBuf> {
+    reference_candidates_for(rel, ("en", "zh"))
+}
+
+/// [`reference_candidates`] for a language pair (primary subtags): a leading `<from>-` of
+/// the file name replaced by `<to>-` (`zh-chapter8.md` → `en-chapter8.md` from Chinese).
+pub fn reference_candidates_for(rel: &Path, (from, to): (&str, &str)) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(rest) = rel
         .file_name()
         .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("en-"))
+        .and_then(|n| n.strip_prefix(&format!("{from}-")))
     {
-        out.push(rel.with_file_name(format!("zh-{rest}")));
+        out.push(rel.with_file_name(format!("{to}-{rest}")));
     }
     out.push(rel.to_path_buf());
     out
@@ -375,6 +387,7 @@ pub fn find_reference(
     rel: &Path,
     chapters: usize,
     source: Option<&Path>,
+    langs: (&str, &str),
 ) -> Option<PathBuf> {
     let same = |p: &Path| {
         source.is_some_and(
@@ -384,7 +397,7 @@ pub fn find_reference(
     if reference.is_file() {
         return (chapters == 1 && !same(reference)).then(|| reference.to_path_buf());
     }
-    reference_candidates(rel)
+    reference_candidates_for(rel, langs)
         .into_iter()
         .map(|c| reference.join(c))
         .find(|p| p.is_file() && !same(p))
@@ -481,6 +494,42 @@ pub fn lowercase_english_words(prose: &str) -> Vec<&str> {
         }
     }
     out
+}
+
+/// What of the source language is left in the translation: for an English source
+/// [`untranslated_english`]; for a CJK source the CJK characters of the translation's prose
+/// ÷ the source prose's (`words` counts characters, `top` the most frequent ones).
+pub fn untranslated_source(source: &str, translation: &str, source_lang: &str) -> Untranslated {
+    let profile = crate::lang::profile_or_latin(source_lang);
+    if !profile.is_cjk() {
+        return untranslated_english(source, translation);
+    }
+    let letters = |t: &str| -> Vec<char> {
+        prose_text(t)
+            .chars()
+            .filter(|&c| profile.writes(c))
+            .collect()
+    };
+    let (src, left) = (letters(source).len(), letters(translation));
+    let mut counts: BTreeMap<char, usize> = BTreeMap::new();
+    for &c in &left {
+        *counts.entry(c).or_default() += 1;
+    }
+    let mut top: Vec<WordCount> = counts
+        .into_iter()
+        .map(|(c, n)| WordCount {
+            word: c.to_string(),
+            count: n,
+        })
+        .collect();
+    top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.word.cmp(&b.word)));
+    top.truncate(10);
+    Untranslated {
+        words: left.len(),
+        source_prose_words: src,
+        share: (src > 0).then(|| left.len() as f64 / src as f64),
+        top,
+    }
 }
 
 /// Untranslated English: [`lowercase_english_words`] of the translation's prose ÷ the words
@@ -625,7 +674,11 @@ pub fn measure(source: &str, translation: &str, ctx: &CheckContext) -> Metrics {
             .map(|f| format!("{}: {}", f.category.name(), f.evidence))
             .collect(),
         house_terms: house_term_share(source, translation, &ctx.glossary.entries),
-        untranslated: untranslated_english(source, translation),
+        untranslated: untranslated_source(source, translation, &ctx.source_lang),
+        target_language: {
+            let (told, target) = crate::checks::identified_share(translation, &ctx.target_lang);
+            (told > 0).then(|| target as f64 / told as f64)
+        },
     }
 }
 
@@ -738,6 +791,7 @@ fn run_naive(
         .arg(input)
         .arg("--output")
         .arg(output)
+        .args(["--source-lang", &opts.source_lang])
         .args(["--target-lang", &opts.target_lang]);
     if let Some(g) = &n.glossary_file {
         cmd.arg("--glossary-json").arg(g);
@@ -853,7 +907,7 @@ fn load_glossary(
 ) -> Result<(Glossary, Option<PathBuf>, Option<String>)> {
     Ok(match (&opts.glossary, sample) {
         (Some(p), _) => (
-            Glossary::load(p, "en", &opts.target_lang)?,
+            Glossary::load(p, &opts.source_lang, &opts.target_lang)?,
             Some(p.clone()),
             Some(p.display().to_string()),
         ),
@@ -889,6 +943,11 @@ struct Prepared {
 /// Inputs (cut when asked) and references for every chapter of `book`.
 fn prepare_chapters(opts: &QualityBenchOptions, book: &Book, out: &Path) -> Result<Vec<Prepared>> {
     let mut chapters = Vec::new();
+    let langs = (
+        crate::lang::primary(&opts.source_lang),
+        crate::lang::primary(&opts.target_lang),
+    );
+    let langs = (langs.0.as_str(), langs.1.as_str());
     for c in &book.chapters {
         let cut = opts.cut_bytes.and_then(|n| cut_at_heading(&c.text, n));
         if let (Some(n), None) = (opts.cut_bytes, &cut) {
@@ -915,10 +974,15 @@ fn prepare_chapters(opts: &QualityBenchOptions, book: &Book, out: &Path) -> Resu
             std::fs::create_dir_all(p)?;
         }
         crate::util::write_atomic(&input, text.as_bytes())?;
-        let mut reference = opts
-            .reference
-            .as_deref()
-            .and_then(|r| find_reference(r, &c.rel_path, book.chapters.len(), source.as_deref()));
+        let mut reference = opts.reference.as_deref().and_then(|r| {
+            find_reference(
+                r,
+                &c.rel_path,
+                book.chapters.len(),
+                source.as_deref(),
+                langs,
+            )
+        });
         if let (Some(r), Some((_, k))) = (&reference, &cut) {
             let full = std::fs::read_to_string(r)
                 .with_context(|| format!("cannot read reference {}", r.display()))?;
@@ -1044,6 +1108,7 @@ fn quire_chapter(
         input: Some(c.input.clone()),
         out: qdir.clone(),
         glossary: glossary_path.clone(),
+        source_lang: opts.source_lang.clone(),
         target_lang: opts.target_lang.clone(),
         model: Some(opts.model.display().to_string()),
         progress: ProgressMode::Quiet,
@@ -1152,7 +1217,8 @@ pub fn run(opts: &QualityBenchOptions) -> Result<QualityReport> {
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
     let (glossary, glossary_path, glossary_name) = load_glossary(opts, sample, out)?;
     let house_terms = glossary.entries.iter().filter(|e| e.house).count();
-    let ctx = CheckContext::new("en", &opts.target_lang).with_glossary(glossary.clone());
+    let ctx =
+        CheckContext::new(&opts.source_lang, &opts.target_lang).with_glossary(glossary.clone());
 
     // Fresh working directories, then inputs (cut when asked) and references.
     for d in ["input", "reference", "quire", "naive"] {
@@ -1341,10 +1407,18 @@ fn system_rows(q: &SystemResult, n: Option<&SystemResult>) -> Vec<Vec<String>> {
             &nm.map(term).unwrap_or_default(),
         ),
         row(
-            "untranslated English (%)",
+            "untranslated source (%)",
             pct(qm.untranslated.share),
             nm.and_then(|m| pct(m.untranslated.share)),
             2,
+            "",
+            "",
+        ),
+        row(
+            "paragraphs in the target language (%)",
+            pct(qm.target_language),
+            nm.and_then(|m| pct(m.target_language)),
+            1,
             "",
             "",
         ),
@@ -1516,7 +1590,7 @@ pub fn render_text(r: &QualityReport) -> String {
                 "",
             ),
             row(
-                "untranslated English (%)",
+                "untranslated source (%)",
                 pct(q.untranslated_share),
                 n.and_then(|n| pct(n.untranslated_share)),
                 2,
@@ -1577,8 +1651,17 @@ mod tests {
         assert_eq!(cut_after_headings(reference, 9), reference);
     }
 
+    const EN_ZH: (&str, &str) = ("en", "zh");
+
     #[test]
     fn reference_names() {
+        assert_eq!(
+            reference_candidates_for(Path::new("zh-chapter8.md"), ("zh", "en")),
+            vec![
+                PathBuf::from("en-chapter8.md"),
+                PathBuf::from("zh-chapter8.md")
+            ]
+        );
         assert_eq!(
             reference_candidates(Path::new("en-chapter8.md")),
             [
@@ -1608,27 +1691,27 @@ mod tests {
         std::fs::write(dir.path().join("en-chapter4.md"), "en").unwrap();
         let rel = Path::new("en-chapter3.md");
         assert_eq!(
-            find_reference(dir.path(), rel, 2, Some(&en)),
+            find_reference(dir.path(), rel, 2, Some(&en), EN_ZH),
             Some(zh.clone())
         );
         // No Chinese chapter: the English one is the source itself, not a reference.
         let en4 = dir.path().join("en-chapter4.md");
         let rel4 = Path::new("en-chapter4.md");
-        assert_eq!(find_reference(dir.path(), rel4, 2, Some(&en4)), None);
+        assert_eq!(find_reference(dir.path(), rel4, 2, Some(&en4), EN_ZH), None);
         // A same-name reference in another directory.
         let refs = tempfile::tempdir().unwrap();
         std::fs::write(refs.path().join("en-chapter4.md"), "zh").unwrap();
         assert_eq!(
-            find_reference(refs.path(), rel4, 2, Some(&en4)),
+            find_reference(refs.path(), rel4, 2, Some(&en4), EN_ZH),
             Some(refs.path().join("en-chapter4.md"))
         );
         // A reference file serves a one-chapter book only.
         assert_eq!(
-            find_reference(&zh, Path::new("x.md"), 1, None),
+            find_reference(&zh, Path::new("x.md"), 1, None, EN_ZH),
             Some(zh.clone())
         );
-        assert_eq!(find_reference(&zh, Path::new("x.md"), 2, None), None);
-        assert_eq!(find_reference(&en, rel, 1, Some(&en)), None);
+        assert_eq!(find_reference(&zh, Path::new("x.md"), 2, None, EN_ZH), None);
+        assert_eq!(find_reference(&en, rel, 1, Some(&en), EN_ZH), None);
     }
 
     #[test]

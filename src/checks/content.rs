@@ -2,7 +2,7 @@
 
 use super::align::Segment;
 use super::lang::{self, Script, ScriptCounts};
-use super::numbers::{same_value, source_numbers, target_values};
+use super::numbers::{same_value, source_numbers_with, target_values};
 use super::{Category, CheckContext, Finding, Severity};
 use crate::glossary::contains_term;
 use regex::Regex;
@@ -99,7 +99,9 @@ static NUM_TEXT_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
-    let src = source_numbers(&seg.src);
+    // A target written in Latin letters writes a source's numerals as words or digits.
+    let latin_target = crate::lang::profile(&ctx.target_lang).is_some_and(|p| !p.is_cjk());
+    let src = source_numbers_with(&seg.src, !latin_target);
     if src.is_empty() {
         return;
     }
@@ -298,7 +300,9 @@ fn language(
     }
     // Wrong language: a script that is neither the target's nor the source's.
     let mut wrong: Option<String> = None;
-    let target_is_ja = lang::primary(&ctx.target_lang) == "ja";
+    // Every script the target's profile writes (Japanese: Han and kana).
+    let target = crate::lang::profile(&ctx.target_lang);
+    let target_writes = |s: Script| target.is_some_and(|p| p.scripts.contains(&s));
     for s in [
         Script::Kana,
         Script::Hangul,
@@ -309,11 +313,7 @@ fn language(
         Script::Latin,
         Script::Other,
     ] {
-        if s == tgt_script
-            || s == src_script
-            || (s == Script::Kana && target_is_ja)
-            || (s == Script::Han && target_is_ja)
-        {
+        if s == tgt_script || s == src_script || target_writes(s) {
             continue;
         }
         let share = sc.share(s);

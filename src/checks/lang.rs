@@ -6,71 +6,9 @@
 
 use std::collections::HashMap;
 
-pub use crate::lang::{expected_script, is_traditional_zh, primary, script_of, Script};
-
-/// Weighted script counts: one per Han/Kana/Hangul character, two per word of an
-/// alphabetic script (a word carries about as much as two ideographs).
-#[derive(Debug, Default, Clone)]
-pub struct ScriptCounts {
-    counts: HashMap<Script, usize>,
-    /// Total weight.
-    pub total: usize,
-}
-
-impl ScriptCounts {
-    /// Count the scripts of `text`.
-    pub fn of(text: &str) -> ScriptCounts {
-        let mut sc = ScriptCounts::default();
-        let mut in_word: Option<Script> = None;
-        for c in text.chars() {
-            let s = script_of(c);
-            match s {
-                Some(Script::Han) | Some(Script::Kana) | Some(Script::Hangul) => {
-                    in_word = None;
-                    *sc.counts.entry(s.expect("some")).or_default() += 1;
-                    sc.total += 1;
-                }
-                Some(s) => {
-                    if in_word != Some(s) {
-                        *sc.counts.entry(s).or_default() += 2;
-                        sc.total += 2;
-                        in_word = Some(s);
-                    }
-                }
-                None => {
-                    if !c.is_alphanumeric() && c != '\'' && c != '-' {
-                        in_word = None;
-                    }
-                }
-            }
-        }
-        sc
-    }
-
-    /// Weight of one script.
-    pub fn get(&self, s: Script) -> usize {
-        self.counts.get(&s).copied().unwrap_or(0)
-    }
-
-    /// Share of one script in the total (0 when empty).
-    pub fn share(&self, s: Script) -> f64 {
-        if self.total == 0 {
-            0.0
-        } else {
-            self.get(s) as f64 / self.total as f64
-        }
-    }
-
-    /// The script with the largest weight.
-    pub fn dominant(&self) -> Option<Script> {
-        let mut v: Vec<(&Script, &usize)> = self.counts.iter().collect();
-        v.sort_by(|a, b| {
-            b.1.cmp(a.1)
-                .then(format!("{:?}", a.0).cmp(&format!("{:?}", b.0)))
-        });
-        v.first().map(|(s, _)| **s)
-    }
-}
+pub use crate::lang::{
+    expected_script, is_traditional_zh, primary, script_of, Script, ScriptCounts,
+};
 
 /// Characters used only in Traditional Chinese (their simplified forms differ).
 const TRADITIONAL_ONLY: &str = "們這個說對時為來會學國與進還過發經問體處應據裡實現並關種後點務區開長從無頭義見當樣於業機電話讓麼邊寫讀識計記設語錯間隨題類檔數據庫網絡軟體憶記錄結構資訊術";

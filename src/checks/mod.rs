@@ -14,6 +14,8 @@ mod doc;
 pub mod epub;
 pub mod lang;
 pub mod numbers;
+mod paragraphs;
+pub use paragraphs::identified_share;
 mod structure;
 pub use structure::hollow;
 
@@ -66,6 +68,8 @@ pub enum Category {
     LengthRatio,
     /// Unbalanced emphasis, brackets or quotes.
     Markup,
+    /// Spaces the target language does not write (inside a CJK word).
+    Spacing,
     /// Line endings of another style than the source's (CRLF or LF).
     LineEnding,
     /// An EPUB's resources, package, layout, per-block markup and table of contents.
@@ -74,7 +78,7 @@ pub enum Category {
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 20] = [
+    pub const ALL: [Category; 21] = [
         Category::CodeBlock,
         Category::Heading,
         Category::Link,
@@ -93,6 +97,7 @@ impl Category {
         Category::Repetition,
         Category::LengthRatio,
         Category::Markup,
+        Category::Spacing,
         Category::LineEnding,
         Category::Package,
     ];
@@ -135,6 +140,7 @@ impl Category {
             Category::Repetition => "repetition",
             Category::LengthRatio => "length_ratio",
             Category::Markup => "markup",
+            Category::Spacing => "spacing",
             Category::LineEnding => "line_ending",
             Category::Package => "epub_package",
         }
@@ -318,6 +324,9 @@ pub struct CheckContext {
     pub glossary: Arc<Glossary>,
     /// Chapter name put in findings.
     pub chapter: String,
+    /// Write-back passes switched off (`--skip-pass`): typography rules by name, or
+    /// `typography` for all of them.
+    pub skipped_passes: Arc<[String]>,
 }
 
 impl Default for CheckContext {
@@ -334,7 +343,14 @@ impl CheckContext {
             target_lang: target_lang.to_string(),
             glossary: Arc::new(Glossary::default()),
             chapter: String::new(),
+            skipped_passes: Arc::from(Vec::new()),
         }
+    }
+
+    /// The same context with write-back passes switched off.
+    pub fn with_skipped_passes(mut self, skipped: &[String]) -> CheckContext {
+        self.skipped_passes = Arc::from(skipped.to_vec());
+        self
     }
 
     /// The same context with a glossary.
@@ -383,6 +399,7 @@ pub fn check_pair(source: &str, target: &str, ctx: &CheckContext) -> Vec<Finding
     line_endings(source, target, ctx, &mut out);
     let segments = align::segments(&s, &t);
     content::check(&segments, ctx, &mut out);
+    paragraphs::check(source, target, &t, ctx, &mut out);
     sort_findings(&mut out);
     out
 }
@@ -497,6 +514,7 @@ pub fn check_units(units: &[Unit], translations: &[String], ctx: &CheckContext) 
         let d = doc::Doc::parse(t.trim());
         let mut found = Vec::new();
         structure::check(&s, &d, ctx, &mut found);
+        paragraphs::check(u.source.trim(), t.trim(), &d, ctx, &mut found);
         for f in &mut found {
             f.unit = Some(u.id.clone());
             f.line = None;

@@ -60,6 +60,12 @@ fn parse_plain(num: &str) -> Option<f64> {
 /// Numbers of English source prose. A magnitude suffix (`K`, `M`, `B`, `thousand`,
 /// `million`, `billion`) scales the value; lower-case `m` is not taken as million.
 pub fn source_numbers(text: &str) -> Vec<SourceNumber> {
+    source_numbers_with(text, true)
+}
+
+/// [`source_numbers`], with the Chinese numerals (`一`, `三十六万七千`) only when
+/// `numerals` (a target that writes them; an English translation writes `一个` as `a`).
+pub fn source_numbers_with(text: &str, numerals: bool) -> Vec<SourceNumber> {
     let mut out = Vec::new();
     for caps in NUM_RE.captures_iter(text) {
         let num = &caps["num"];
@@ -76,11 +82,13 @@ pub fn source_numbers(text: &str) -> Vec<SourceNumber> {
         }
         out.push(SourceNumber { text: shown, value });
     }
-    out.extend(
-        chinese_numbers(text)
-            .into_iter()
-            .map(|(t, v)| SourceNumber { text: t, value: v }),
-    );
+    if numerals {
+        out.extend(
+            chinese_numbers(text)
+                .into_iter()
+                .map(|(t, v)| SourceNumber { text: t, value: v }),
+        );
+    }
     out
 }
 
@@ -247,6 +255,21 @@ pub fn same_value(a: f64, b: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chinese_numerals_of_a_source_only_where_the_target_writes_them() {
+        let src = "一个 Agent 处理了 36.7万 次任务，见第二章。";
+        let with: Vec<f64> = source_numbers_with(src, true)
+            .iter()
+            .map(|n| n.value)
+            .collect();
+        let without: Vec<f64> = source_numbers_with(src, false)
+            .iter()
+            .map(|n| n.value)
+            .collect();
+        assert!(with.contains(&1.0) && with.contains(&2.0) && with.contains(&367000.0));
+        assert_eq!(without, vec![367000.0]);
+    }
 
     fn has(target: &str, v: f64) -> bool {
         target_values(target).iter().any(|&t| same_value(t, v))

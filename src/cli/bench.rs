@@ -133,6 +133,21 @@ pub struct QualityArgs {
     /// Quire's token budget per unit (as `quire translate --unit-tokens`).
     #[arg(long, default_value_t = 300)]
     pub unit_tokens: usize,
+    /// Source language (BCP 47; as `quire translate --from`): en, or zh with --to en.
+    #[arg(long, default_value = "en")]
+    pub from: String,
+    /// Target language (BCP 47; as `quire translate --to`).
+    #[arg(long, default_value = "zh-CN")]
+    pub to: String,
+    /// Translate this chapter of the Debian Reference (ch01, ch05, …) from its installed
+    /// English HTML and score against its installed translation into --to (packages
+    /// debian-reference-en and -<lang>; converted with pandoc into --out), in place of BOOK
+    /// and --reference.
+    #[arg(long, value_name = "CHAPTER", conflicts_with_all = ["book", "reference"])]
+    pub debian_reference: Option<String>,
+    /// Where the Debian Reference's HTML is installed.
+    #[arg(long, value_name = "DIR", default_value = crate::bench::debian_reference::DEFAULT_DIR)]
+    pub debian_reference_dir: PathBuf,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -321,6 +336,19 @@ fn run_serve(a: ServeArgs) -> Result<i32> {
 }
 
 fn run_quality(a: QualityArgs) -> Result<i32> {
+    crate::lang::Pair::new(&a.from, &a.to)?;
+    let (book, reference) = match &a.debian_reference {
+        Some(chapter) => {
+            let (b, r) = crate::bench::debian_reference::chapter_pair(
+                &a.debian_reference_dir,
+                chapter,
+                &crate::lang::primary(&a.to),
+                &a.out.join("debian-reference"),
+            )?;
+            (Some(b), Some(r))
+        }
+        None => (a.book, a.reference),
+    };
     let threads = a.threads.unwrap_or_else(sys::logical_cpus).max(1);
     let model = crate::model_store::resolve_model(
         &super::store_config(),
@@ -330,8 +358,8 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
     )?;
     use_threads(threads);
     let report = quality::run(&QualityBenchOptions {
-        book: a.book,
-        reference: a.reference,
+        book,
+        reference,
         model,
         glossary: a.glossary,
         out: a.out,
@@ -341,7 +369,8 @@ fn run_quality(a: QualityArgs) -> Result<i32> {
         house_terms: a.house_terms,
         term_originals: !a.no_term_originals,
         unit_tokens: super::translate::unit_tokens(a.unit_tokens),
-        target_lang: "zh-CN".to_string(),
+        source_lang: a.from,
+        target_lang: a.to,
         prefix_cache_dir: super::prefix_cache_dir(None, false),
         config: bench_config(),
     })?;

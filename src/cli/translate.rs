@@ -16,16 +16,16 @@ pub struct TranslateArgs {
     /// Output directory (book/, glossary.json, reports, run.json, checkpoint).
     #[arg(long, short, default_value = "out")]
     pub out: PathBuf,
-    /// Source language.
+    /// Source language (BCP 47 tag): en, or zh for Chinese → English.
     #[arg(long, default_value = "en")]
     pub from: String,
-    /// Target language.
+    /// Target language (BCP 47 tag): zh-CN (zh, zh-Hans), ja, ko, de, fr, es; en from zh.
     #[arg(long, default_value = "zh-CN")]
     pub to: String,
     /// House glossary: JSON list of {"en","zh","pos","context"} (or {"source","target"}), or TOML.
     #[arg(long)]
     pub glossary: Option<PathBuf>,
-    /// Translation guide (default: the built-in guide for Chinese).
+    /// Translation guide (default: the built-in guide of the target language).
     #[arg(long)]
     pub guide: Option<PathBuf>,
     /// Model: a .gguf path, a known name, or a Hugging Face repo id. With --backend openai
@@ -113,6 +113,11 @@ pub struct TranslateArgs {
     /// first introduces it in bold (`**实体消歧**（Entity Disambiguation）`).
     #[arg(long)]
     pub no_term_originals: bool,
+    /// Switch a write-back pass off (repeatable): kept_words, emphasis, originals,
+    /// typography (every typography rule), or one typography rule by name
+    /// (acronym-expansions, cjk-spacing, curly-quotes, … — an unknown name lists them).
+    #[arg(long = "skip-pass", value_name = "NAME")]
+    pub skip_passes: Vec<String>,
     /// The translation agent's prompts: auto (from the model's GGUF metadata: hy-mt for
     /// Tencent's Hunyuan translation models, else guide), guide (Quire's prompt with the
     /// translation guide and glossary) or hy-mt (the Hunyuan translation models' documented
@@ -148,27 +153,10 @@ pub enum Backend {
     Openai,
 }
 
-/// Source languages Quire translates from, and target languages it translates into (each
-/// with its guide, script check and typography).
-const SOURCE_LANGS: &[&str] = &["en"];
-const TARGET_LANGS: &[&str] = &["zh-CN", "zh", "zh-Hans"];
-
-/// Refuse a language pair Quire has no guide and checks for: its output would silently be
-/// checked as (and steered towards) another language.
+/// Refuse a language pair Quire has no profile for: its output would silently be checked
+/// as (and steered towards) another language. Tags are BCP 47 (`zh-Hans`, `ja-JP`).
 fn check_languages(from: &str, to: &str) -> Result<()> {
-    if !SOURCE_LANGS.iter().any(|l| l.eq_ignore_ascii_case(from)) {
-        bail!(
-            "unsupported source language --from {from:?}: supported: {}",
-            SOURCE_LANGS.join(", ")
-        );
-    }
-    if !TARGET_LANGS.iter().any(|l| l.eq_ignore_ascii_case(to)) {
-        bail!(
-            "unsupported target language --to {to:?}: supported: {} (Simplified Chinese)",
-            TARGET_LANGS.join(", ")
-        );
-    }
-    Ok(())
+    crate::lang::Pair::new(from, to).map(|_| ())
 }
 
 /// The unit budget, clamped to what a reply can hold (a larger unit's translation would be
@@ -246,6 +234,7 @@ impl TranslateArgs {
     pub fn to_options(self) -> Result<TranslateOptions> {
         let args = self;
         check_languages(&args.from, &args.to)?;
+        crate::translate::writeback::check_skipped(&args.skip_passes)?;
         Ok(TranslateOptions {
             input: args.input,
             out: args.out,
@@ -281,6 +270,7 @@ impl TranslateArgs {
             house_terms: args.house_terms,
             draft: args.draft,
             term_originals: !args.no_term_originals,
+            skip_passes: args.skip_passes,
             prompt_profile: args.prompt_profile,
             store: super::store_config(),
         })

@@ -54,19 +54,9 @@ pub struct AgentPrompt {
     pub split: SplitPoint,
 }
 
-/// Human name of a language code.
+/// Human name of a language code: its profile's, else the code itself.
 pub fn language_name(code: &str) -> String {
-    match code.to_ascii_lowercase().as_str() {
-        "zh" | "zh-cn" | "zh-hans" => "Simplified Chinese".into(),
-        "zh-tw" | "zh-hant" => "Traditional Chinese".into(),
-        "en" => "English".into(),
-        "ja" => "Japanese".into(),
-        "ko" => "Korean".into(),
-        "fr" => "French".into(),
-        "de" => "German".into(),
-        "es" => "Spanish".into(),
-        other => other.to_string(),
-    }
+    crate::lang::profile(code).map_or_else(|| code.to_string(), |p| p.name.to_string())
 }
 
 fn render(name: &str, ctx: minijinja::Value) -> Result<String> {
@@ -357,10 +347,12 @@ pub fn emphasis_prompt(
         )
     };
     let mut prompt = with_split(system, ask(source, translation, phrase)?)?;
-    // Worked examples as earlier turns (Chinese targets): part of the stable prefix.
-    if target_lang.to_ascii_lowercase().starts_with("zh") {
+    // Worked examples as earlier turns (where the target's profile has them): part of the
+    // stable prefix.
+    let examples = crate::lang::profile_or_latin(target_lang).emphasis_examples;
+    if !examples.is_empty() {
         let mut turns = Vec::new();
-        for (s, t, p, a) in EMPHASIS_EXAMPLES_ZH {
+        for (s, t, p, a) in examples {
             turns.push(Message::user(ask(s, t, p)?.replacen(SPLIT, "", 1)));
             turns.push(Message::assistant(a.to_string()));
         }
@@ -370,22 +362,6 @@ pub fn emphasis_prompt(
     }
     Ok(prompt)
 }
-
-/// Worked examples of the emphasis agent for Chinese: (line, translation, phrase, reply).
-const EMPHASIS_EXAMPLES_ZH: [(&str, &str, &str, &str); 2] = [
-    (
-        "The **prefix cache** is stored on disk, so a restart is cheap.",
-        "前缀缓存保存在磁盘上，因此重启的代价很低。",
-        "prefix cache",
-        "前缀缓存",
-    ),
-    (
-        "Each step writes a checkpoint; this is what makes a run **resumable** after a crash.",
-        "每一步都会写入检查点，这正是运行在崩溃后可以恢复的原因。",
-        "resumable",
-        "可以恢复",
-    ),
-];
 
 /// An answer that is a piece of one text, held to it at decode time: every token keeps the
 /// reply a substring of `text`, with no line break and no emphasis or code delimiter in it,

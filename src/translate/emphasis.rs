@@ -121,7 +121,7 @@ fn emphasised(line: &str, words: &str) -> bool {
 fn plausible(phrase: &str, reply: &str, target_lang: &str) -> bool {
     let reply = reply.trim();
     let n = reply.chars().count();
-    let script = !super::typography::non_latin_script(target_lang)
+    let script = !crate::lang::profile_or_latin(target_lang).is_cjk()
         || reply.chars().any(|c| c.is_alphabetic() && !c.is_ascii())
         || reply.eq_ignore_ascii_case(phrase.trim());
     n > 0 && n <= 2 * phrase.chars().count() + 4 && script

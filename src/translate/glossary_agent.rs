@@ -288,41 +288,6 @@ pub fn valid_proposal(term: &str, proposal: &str) -> bool {
     !foreign_word && !only_term_words && p.chars().count() <= 4 * words + 4
 }
 
-/// Words that are capitalised as names but still translated.
-const TRANSLATED_NAMES: &[&str] = &[
-    "chapter",
-    "figure",
-    "table",
-    "section",
-    "appendix",
-    "experiment",
-    "example",
-    "part",
-    "english",
-    "chinese",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "china",
-    "internet",
-];
-
 /// `text` without quoted passages (`"…"`, `“…”`): quoted speech and examples are written
 /// as people write, not in the book's terminology ("a Senior Software Engineer at TechCorp").
 fn without_quotes(text: &str) -> String {
@@ -360,8 +325,14 @@ fn title_case(words: &[&str]) -> bool {
 /// the book writes with a capital letter in mid-sentence nearly every time it uses them
 /// (`Agent`, `Prompt`): technical writers mark the terms they keep untranslated that way.
 /// Labels followed by a number (`Figure 8-2`) and common translated names are excluded.
-/// At most `limit`, most frequent first.
-pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candidate> {
+/// At most `limit`, most frequent first. `source` is the book's language (its profile's
+/// capitalised common words are not kept).
+pub fn keep_terms(
+    units: &[Unit],
+    house: &Glossary,
+    limit: usize,
+    source: &crate::lang::Profile,
+) -> Vec<Candidate> {
     // word → (capitalised mid-sentence, all uses, followed by a number, context)
     let mut stats: BTreeMap<String, (usize, usize, usize, String)> = BTreeMap::new();
     // word → mid-sentence capitalised uses next to another capitalised word (not an
@@ -437,7 +408,7 @@ pub fn keep_terms(units: &[Unit], house: &Glossary, limit: usize) -> Vec<Candida
                 && lower_uses * 4 <= mid
                 && numbered * 2 < mid
                 && in_phrase.get(w).copied().unwrap_or(0) * 2 < mid
-                && !TRANSLATED_NAMES.contains(&lower.as_str())
+                && !source.capitalised_common_words.contains(&lower.as_str())
                 && !is_stop(w);
             let total = mid.max(1);
             ((acronym || capitalised_term)
@@ -503,7 +474,7 @@ pub fn kept_entries(
     on_call: &mut dyn FnMut(&Candidate, &Completion),
 ) -> Result<Vec<GlossaryEntry>> {
     let mut entries = keep_lines(terms);
-    if !crate::translate::passage::non_latin_script(target_lang) {
+    if !crate::lang::profile_or_latin(target_lang).is_cjk() {
         return Ok(entries);
     }
     let asked: Vec<usize> = (0..terms.len())
@@ -601,10 +572,15 @@ mod tests {
         };
         let units =
             crate::units::segment_chapter(&ch, 10_000, &crate::units::EstimateTokens).unwrap();
-        let keep: Vec<String> = keep_terms(&units, &Glossary::default(), 10)
-            .into_iter()
-            .map(|c| c.term)
-            .collect();
+        let keep: Vec<String> = keep_terms(
+            &units,
+            &Glossary::default(),
+            10,
+            crate::lang::profile_or_latin("en"),
+        )
+        .into_iter()
+        .map(|c| c.term)
+        .collect();
         assert!(keep.contains(&"Agent".to_string()), "{keep:?}");
         assert!(!keep.contains(&"Senior".to_string()), "quoted: {keep:?}");
         assert!(

@@ -91,7 +91,9 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Terms> {
     // The checks hold the translation to the same terms: a suggestion nobody has reviewed
     // is neither shown nor checked (it would flag every unit that reads `memory` as 记忆).
     Ok(Terms {
-        ctx: CheckContext::new(from, to).with_glossary(glossary.clone()),
+        ctx: CheckContext::new(from, to)
+            .with_glossary(glossary.clone())
+            .with_skipped_passes(&opts.skip_passes),
         glossary,
         house: opts.house_terms,
         names: book_names(&m.plan.units),
@@ -143,7 +145,8 @@ fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
     let plan = m.plan;
     let opts = m.opts;
     let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();
-    let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40);
+    let source = crate::lang::profile_or_latin(&opts.source_lang);
+    let keep = glossary_agent::keep_terms(&all_units, &plan.house, 40, source);
     let mut cands: Vec<_> =
         glossary_agent::extract_candidates(&all_units, &plan.house, opts.glossary_terms)
             .into_iter()

@@ -11,7 +11,7 @@
 //! name translated once or twice (`Tesla` → `特斯拉`) stays as the model wrote it.
 
 use super::line_pairs::line_pairs;
-use super::typography::{non_latin_script, term_back, term_missing};
+use super::typography::{term_back, term_missing};
 use crate::glossary::Glossary;
 use crate::translate::glossary_agent::asks_rendering;
 use crate::units::{is_cjk, Unit};
@@ -47,7 +47,7 @@ pub fn write_back(
     glossary: &Glossary,
     target_lang: &str,
 ) -> Vec<Learned> {
-    if !non_latin_script(target_lang) {
+    if !crate::lang::profile_or_latin(target_lang).is_cjk() {
         return Vec::new();
     }
     let targets: BTreeSet<&str> = glossary

@@ -4,9 +4,7 @@
 
 use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
-use super::{
-    chapters, emphasis, glossary_stage, kept_words, originals, review, run_report, scheduler,
-};
+use super::{chapters, glossary_stage, review, run_report, scheduler, writeback};
 use crate::checks::Finding;
 use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
 use crate::engine::generate::GenerationParams;
@@ -100,6 +98,9 @@ pub struct TranslateOptions {
     /// Write a term's original after its translation where a chapter first introduces it
     /// in bold (`**实体消歧**（Entity Disambiguation）`).
     pub term_originals: bool,
+    /// Write-back passes switched off by name (`--skip-pass`; see
+    /// [`super::writeback::pass_names`]).
+    pub skip_passes: Vec<String>,
     /// The translation agent's prompts: `auto` (from the model's GGUF metadata), Quire's
     /// guide-led prompt, or a translation model's own documented format.
     pub prompt_profile: ProfileChoice,
@@ -139,6 +140,7 @@ impl Default for TranslateOptions {
             house_terms: super::glossary_stage::HouseTerms::Inject,
             draft: "none".to_string(),
             term_originals: true,
+            skip_passes: Vec::new(),
             prompt_profile: ProfileChoice::Auto,
             store: crate::model_store::StoreConfig::default(),
         }
@@ -500,7 +502,7 @@ pub fn run_with_backend(
     let _lock = lock_dir(&opts.out)?;
     let name = backend.model_name();
     let profile = backend_profile(opts)?;
-    let params = translate_params(profile)?;
+    let params = translate_params(profile, &opts.skip_passes)?;
     let (fp, inputs) = fingerprint(&plan, opts, &name, "", &params);
     stages(opts, &plan, backend, Path::new(&name), profile, fp, inputs)
 }
@@ -527,13 +529,18 @@ fn backend_profile(opts: &TranslateOptions) -> Result<PromptProfile> {
 /// memory's keys: the generation parameters, and the prompt profile where it is not the
 /// guide's (so a unit translated under one profile is not reused under another, while the
 /// default's fingerprint — and every checkpoint and memory entry made with it — stays as
-/// it was before profiles existed).
-fn translate_params(profile: PromptProfile) -> Result<String> {
+/// it was before profiles existed), and the write-back passes switched off, if any.
+fn translate_params(profile: PromptProfile, skipped: &[String]) -> Result<String> {
     let params = serde_json::to_string(&GenerationParams::default())?;
-    Ok(match profile {
+    let mut params = match profile {
         PromptProfile::Guide => params,
         other => format!("{params}|prompt-profile:{}", other.name()),
-    })
+    };
+    // Passes switched off change the typeset text the memory holds (none: as before).
+    if !skipped.is_empty() {
+        params.push_str(&format!("|skip-pass:{}", skipped.join(",")));
+    }
+    Ok(params)
 }
 
 /// Glossary, translation, chapters, proofreading and the run report, over a loaded plan.
@@ -554,38 +561,20 @@ fn stages(
     // 1. Glossary, 2. translation (with checks, revision and the fallback cascade).
     let terms = glossary_stage::run(&mut m, backend)?;
     let mut done = scheduler::run(&mut m, backend, &terms)?;
-    // 3. Kept terms the model still translated, its words for them learned from the
-    //    translations and written back.
+    // 3. The write-back passes over the whole book: kept terms the model still
+    //    translated, bold spans it dropped, the originals of terms introduced in bold.
     let ctx = &terms.ctx;
-    for l in kept_words::write_back(
-        &plan.units,
-        &mut done.texts,
-        &ctx.glossary,
-        &ctx.target_lang,
-    ) {
-        m.log(format!(
-            "kept term {:?}: the model's word {:?} in {} lines, {} written back",
-            l.term, l.word, l.lines, l.written
-        ));
+    let mut skipped = opts.skip_passes.clone();
+    if !opts.term_originals {
+        skipped.push("originals".to_string());
     }
-    //    Bold spans the model dropped, found in their lines and written back.
-    let bold = emphasis::write_back(&mut m, backend, &plan.units, &mut done.texts, &ctx.glossary)?;
-    if bold.lines > 0 {
-        m.log(format!(
-            "emphasis: {} lines had lost bold spans, {} written back ({} asked)",
-            bold.lines, bold.spans, bold.asked
-        ));
-    }
-    //    The originals of the terms each chapter introduces in bold.
-    if opts.term_originals {
-        let n = originals::write_back(&plan.units, &mut done.texts, &ctx.target_lang);
-        if n > 0 {
-            let s = if n == 1 { "" } else { "s" };
-            m.log(format!(
-                "originals: {n} term{s} introduced in bold given the original"
-            ));
-        }
-    }
+    let mut book = writeback::BookText {
+        units: &plan.units,
+        texts: &mut done.texts,
+        glossary: &ctx.glossary,
+        target_lang: &ctx.target_lang,
+    };
+    writeback::run_book_passes(&mut m, backend, &mut book, &skipped)?;
     // 4. Chapters: finished units translated, the rest (if the run stopped) left in the source.
     let chapter_texts = chapters::write(&mut m, &done.texts)?;
     // 5. Proofreading: deterministic QA over every unit, then a model review of flagged
@@ -653,7 +642,7 @@ fn load_model(opts: &TranslateOptions, plan: &Plan) -> Result<Loaded> {
         opts,
         &model_hash,
         &template,
-        &translate_params(profile)?,
+        &translate_params(profile, &opts.skip_passes)?,
     );
     Ok((backend, model_path, profile, fp, inputs))
 }
@@ -919,8 +908,8 @@ mod tests {
     fn the_guide_profile_keeps_the_fingerprint_of_before() {
         // Checkpoints and translation memory made before profiles existed stay valid.
         let before = serde_json::to_string(&GenerationParams::default()).unwrap();
-        assert_eq!(translate_params(PromptProfile::Guide).unwrap(), before);
-        assert_ne!(translate_params(PromptProfile::HyMt).unwrap(), before);
+        assert_eq!(translate_params(PromptProfile::Guide, &[]).unwrap(), before);
+        assert_ne!(translate_params(PromptProfile::HyMt, &[]).unwrap(), before);
         let defaults = TranslateOptions::default();
         assert_eq!(defaults.prompt_profile, ProfileChoice::Auto);
         // No model file: auto is the guide's.

@@ -31,5 +31,6 @@ pub mod sample_book;
 pub use glossary_stage::HouseTerms;
 mod scheduler;
 pub mod typography;
+pub mod writeback;
 
 pub use manager::{run, run_with_backend, Mode, ProgressMode, RunSummary, TranslateOptions};

@@ -109,7 +109,7 @@ pub(super) fn write_back(
     texts: &mut [Vec<Option<String>>],
     target_lang: &str,
 ) -> usize {
-    if !super::typography::non_latin_script(target_lang) {
+    if !crate::lang::profile_or_latin(target_lang).is_cjk() {
         return 0;
     }
     let script = expected_script(target_lang);

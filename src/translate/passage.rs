@@ -7,12 +7,13 @@
 //! the source language and flagged. A
 //! unit therefore always ends with its structure intact.
 
-pub use super::typography::{non_latin_script, typeset};
+pub use super::typography::typeset;
 use crate::checks::{check_unit, Category, CheckContext, Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::glossary::GlossaryEntry;
+use crate::lang::Profile;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
 use crate::units::verbatim;
@@ -39,7 +40,7 @@ pub fn constrained(
     constrained_shown(
         base,
         passage,
-        target_lang,
+        ("", target_lang),
         terms,
         &[],
         Vec::new(),
@@ -53,14 +54,17 @@ pub fn constrained(
 pub fn constrained_shown(
     base: &GenerationParams,
     passage: &str,
-    target_lang: &str,
+    (source_lang, target_lang): (&str, &str),
     terms: &[GlossaryEntry],
     names: &[String],
     shown: Vec<verbatim::Span>,
     max_new_tokens: usize,
 ) -> GenerationParams {
     let mut c = PassageConstraint::new(passage);
-    if non_latin_script(target_lang) {
+    if crate::lang::profile_or_latin(source_lang).is_cjk() {
+        c = c.any_numbers();
+    }
+    if crate::lang::profile_or_latin(target_lang).is_cjk() {
         c = c
             .latin_names_only(passage)
             .with_names(terms.iter().map(GlossaryEntry::preferred))
@@ -291,6 +295,7 @@ pub fn fallback(
     let mut model_lines = Vec::with_capacity(segs.len());
     let mut kept_source = 0;
     let mut notes = Vec::new();
+    let profile = crate::lang::profile_or_latin(&ctx.target_lang);
     for (i, seg) in segs.iter().enumerate() {
         if let Ok(t) = &first[i] {
             translated.push(t.restored.clone());
@@ -324,16 +329,16 @@ pub fn fallback(
                 let restored: Vec<String> = pieces
                     .iter()
                     .zip(&ends)
-                    .map(|(p, &e)| clause_end(&p.restored, e))
+                    .map(|(p, &e)| clause_end(&p.restored, e, profile))
                     .collect();
                 let model: Vec<String> = pieces
                     .iter()
                     .zip(&ends)
-                    .map(|(p, &e)| clause_end(&p.model, e))
+                    .map(|(p, &e)| clause_end(&p.model, e, profile))
                     .collect();
                 second[k] = Ok(Piece {
-                    restored: join_sentences(&restored),
-                    model: join_sentences(&model),
+                    restored: join_sentences(&restored, profile),
+                    model: join_sentences(&model, profile),
                 });
             }
         }
@@ -360,8 +365,8 @@ pub fn fallback(
                 }
             }
         }
-        translated.push(join_sentences(&parts));
-        model_lines.push(join_sentences(&model_parts));
+        translated.push(join_sentences(&parts, profile));
+        model_lines.push(join_sentences(&model_parts, profile));
     }
     let text = skeleton.assemble(unit, &translated);
     let mut findings = check_unit(&unit.id, unit.source.trim(), text.trim(), ctx);
@@ -600,32 +605,37 @@ pub fn split_clauses(sentence: &str) -> Vec<String> {
 }
 
 /// A clause's translation ending as its source clause does: a translation of a clause
-/// that ends in `,` `;` `:` or a dash ends in `，` `；` `：` or `——`, not in a full stop.
-fn clause_end(translation: &str, source_end: char) -> String {
-    let mark = match source_end {
-        ',' => "，",
-        ';' => "；",
-        ':' => "：",
-        '—' => "——",
-        _ => return translation.to_string(),
+/// that ends in `,` `;` `:` or a dash ends in the target's mark for it (the profile's
+/// [`Profile::clause_mark`]: `，` `；` `：` `——` in Chinese), not in a full stop.
+fn clause_end(translation: &str, source_end: char, profile: &Profile) -> String {
+    let Some(mark) = profile.clause_mark(source_end) else {
+        return translation.to_string();
     };
+    let ends: Vec<char> = profile
+        .clause_marks
+        .iter()
+        .flat_map(|(c, m)| std::iter::once(*c).chain(m.chars()))
+        .chain([profile.full_stop, '.'])
+        .collect();
     let t = translation.trim_end();
-    let body = t.trim_end_matches(['。', '.', '，', ',', '；', ';', '：', ':', '—']);
+    let body = t.trim_end_matches(ends.as_slice());
     format!("{body}{mark}")
 }
 
-/// Join translated sentences (or clauses): no space between CJK ones nor after or before
-/// full-width punctuation (`。Agent`, as Chinese is typeset), one otherwise.
-fn join_sentences(parts: &[String]) -> String {
-    let cjk = |c: char| crate::units::is_cjk(c) || "—“”‘’".contains(c);
+/// Join translated sentences (or clauses): in a language that does not space its words,
+/// no space between CJK ones nor after or before full-width punctuation (`。Agent`, as
+/// Chinese is typeset); one space otherwise.
+fn join_sentences(parts: &[String], profile: &Profile) -> String {
+    let cjk = |c: char| crate::lang::is_cjk(c) || "—“”‘’".contains(c);
     let full_width_mark =
         |c: char| matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFF0F | 0xFF1A..=0xFF20);
     let mut out = String::new();
     for p in parts {
         let (last, first) = (out.chars().last(), p.chars().next());
-        let cjk_join = (last.is_some_and(cjk) && first.is_some_and(cjk))
-            || last.is_some_and(full_width_mark)
-            || first.is_some_and(full_width_mark);
+        let cjk_join = !profile.spaced_words
+            && ((last.is_some_and(cjk) && first.is_some_and(cjk))
+                || last.is_some_and(full_width_mark)
+                || first.is_some_and(full_width_mark));
         if !out.is_empty() && !cjk_join {
             out.push(' ');
         }
@@ -672,18 +682,22 @@ mod tests {
         );
         let r = sentence_ranges(zh);
         assert_eq!((r[0].start, r[3].end), (0, zh.len()));
+        let zh_cn = crate::lang::profile_or_latin("zh-CN");
         assert!(r.windows(2).all(|w| w[0].end == w[1].start));
         assert_eq!(
-            join_sentences(&["第一。".into(), "第二。".into()]),
+            join_sentences(&["第一。".into(), "第二。".into()], zh_cn),
             "第一。第二。"
         );
         assert_eq!(
-            join_sentences(&[
-                "它们。".into(),
-                "Agent 通过它访问。".into(),
-                "It works.".into(),
-                "Done.".into()
-            ]),
+            join_sentences(
+                &[
+                    "它们。".into(),
+                    "Agent 通过它访问。".into(),
+                    "It works.".into(),
+                    "Done.".into()
+                ],
+                zh_cn
+            ),
             "它们。Agent 通过它访问。It works. Done."
         );
     }
@@ -824,9 +838,19 @@ mod tests {
             ]
         );
         assert_eq!(split_clauses("Short, then done."), ["Short, then done."]);
-        assert_eq!(clause_end("标记其来源。", ','), "标记其来源，");
-        assert_eq!(clause_end("这是机制——", '—'), "这是机制——");
-        assert_eq!(clause_end("结束。", '.'), "结束。");
+        let zh = crate::lang::profile_or_latin("zh-CN");
+        assert_eq!(clause_end("标记其来源。", ',', zh), "标记其来源，");
+        assert_eq!(clause_end("这是机制——", '—', zh), "这是机制——");
+        assert_eq!(clause_end("结束。", '.', zh), "结束。");
+        let de = crate::lang::profile_or_latin("de");
+        assert_eq!(
+            clause_end("markiert seine Quelle.", ',', de),
+            "markiert seine Quelle,"
+        );
+        assert_eq!(
+            join_sentences(&["Eins.".into(), "Zwei.".into()], de),
+            "Eins. Zwei."
+        );
     }
 
     /// Answers like a model that drops "Chapter 2" from the whole sentence, asked again or

@@ -6,7 +6,6 @@ use super::manager::TranslateOptions;
 use super::scheduler::max_new_tokens_for;
 use crate::book::{load_book, Book};
 use crate::glossary::Glossary;
-use crate::prompts::agents::DEFAULT_GUIDE;
 use crate::units::{
     release_names, segment_chapter_with, EstimateTokens, TokenCount, Unit, UnitKind,
 };
@@ -66,7 +65,11 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
         (Some(p), _) => Glossary::load(p, &opts.source_lang, &opts.target_lang)?
             .without_duplicates()
             .with_context(|| format!("invalid glossary {}", p.display()))?,
-        (None, Some(json)) => Glossary::parse_json(json, &opts.source_lang, &opts.target_lang)?,
+        // The bundled sample's glossary has Chinese terms only: for another pair the sample
+        // is translated without one (it cannot fail otherwise: it is tested data).
+        (None, Some(json)) => {
+            Glossary::parse_json(json, &opts.source_lang, &opts.target_lang).unwrap_or_default()
+        }
         (None, None) => Glossary::default(),
     };
     let (guide, guide_origin) = match &opts.guide {
@@ -75,10 +78,10 @@ pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {
                 .with_context(|| format!("cannot read guide {}", p.display()))?,
             p.display().to_string(),
         ),
-        None => (
-            DEFAULT_GUIDE.to_string(),
-            "built-in guide.zh-CN.md".to_string(),
-        ),
+        None => {
+            let (text, file) = crate::lang::profile_or_latin(&opts.target_lang).guide;
+            (text.to_string(), format!("built-in {file}"))
+        }
     };
     let counter = EstimateTokens;
     let mut units = book

@@ -612,7 +612,7 @@ fn unit_request(
         params: passage::constrained_shown(
             params,
             &passage,
-            &opts.target_lang,
+            (&opts.source_lang, &opts.target_lang),
             &found,
             &terms.names,
             shown,

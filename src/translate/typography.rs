@@ -1,25 +1,16 @@
 //! The typography of a translated line, applied to the model's text (code and links are
-//! still placeholders, so they are never touched).
-//!
-//! For Chinese, Japanese and Korean, the conventions of technical publishing:
-//! * a term the book keeps in English that the model translated anyway is written back
-//!   (the glossary's [`crate::glossary::GlossaryEntry::replaces`], `技能` → `Skill`), as
-//!   many times as the line is short of it;
-//! * spacing and punctuation by `autocorrect`: a space between CJK and Latin words or
-//!   numbers, full-width punctuation in CJK sentences;
-//! * terms kept in English are written in the singular, since these languages do not
-//!   inflect nouns: `Agents` → `Agent` for a kept term `Agent`, `LLMs` → `LLM` for any
-//!   acronym;
-//! * for Chinese, a chapter number in Chinese numerals: `第 2 章` → `第二章`, as Chinese
-//!   books write it, and straight double quotes as curly ones (`"蒸馏"` → `“蒸馏”`), without
-//!   spaces between them and the Chinese text around them, half-width parentheses in a
-//!   Chinese sentence as full-width ones (`(ViT)` → `（ViT）`), and a figure or table label
-//!   set apart from its caption by a space, not a colon (`图 3-5：RAG 查询流程` → `图 3-5 RAG
-//!   查询流程`), and an acronym's English expansion the model translated or dropped written
-//!   back (see [`super::expansions`]).
+//! still placeholders, so they are never touched): the rules the target language's
+//! profile lists ([`crate::lang::Profile::typography`]), in its order. Each rule is named
+//! for what it does in the language ([`Rule`]): kept terms written back where the model
+//! translated them, an acronym's expansion written back ([`super::expansions`]), East Asian
+//! spacing and full-width punctuation (`autocorrect`), kept terms in the singular for
+//! languages that do not inflect nouns, curly quotation marks, full-width parentheses, a
+//! bold span closed before a full-width mark, a caption label without a colon, chapter
+//! numbers in the language's numerals, and no space inside a CJK word.
 
 use crate::checks::CheckContext;
 use crate::glossary::count_term;
+use crate::lang::{Profile, Rule};
 use regex::Regex;
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -27,11 +18,6 @@ use std::sync::LazyLock;
 /// An acronym in the plural: `LLMs`, `APIs`, `GPUs`.
 static ACRONYM_PLURAL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b([A-Z][A-Z0-9]+)s\b").expect("valid acronym regex"));
-
-/// A figure or table label opening a caption with a colon: `图 3-5：`, `表3-3:`.
-static CAPTION_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(图|表)\s*([0-9]+(?:[-.][0-9]+)*)\s*[：:]\s*").expect("valid caption regex")
-});
 
 /// A pair of half-width parentheses with neither parentheses nor a line break inside.
 static PARENS_RE: LazyLock<Regex> =
@@ -41,28 +27,18 @@ static PARENS_RE: LazyLock<Regex> =
 static CHAPTER_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"第\s*([0-9]{1,2})\s*章").expect("valid chapter regex"));
 
-/// Whether a language is written in a non-Latin script (Chinese, Japanese, Korean).
-pub fn non_latin_script(lang: &str) -> bool {
-    let l = lang.to_ascii_lowercase();
-    ["zh", "ja", "ko"]
-        .iter()
-        .any(|p| l == *p || l.starts_with(&format!("{p}-")))
-}
+/// A space between two CJK characters (ideographs, kana).
+static CJK_SPACE_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"([\p{Han}\p{Hiragana}\p{Katakana}]) +([\p{Han}\p{Hiragana}\p{Katakana}])")
+        .expect("valid CJK space regex")
+});
 
 /// `line`, the translation of `source` (the line the model was shown), typeset for `ctx`'s
 /// target language; the terms kept in the source language are `ctx`'s glossary entries
 /// that keep their source, and a kept term the model translated is written back first
 /// ([`kept_terms_back`]).
 pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
-    if !non_latin_script(&ctx.target_lang) {
-        return line.to_string();
-    }
-    let zh = ctx.target_lang.to_ascii_lowercase().starts_with("zh");
-    let mut line = kept_terms_back(ctx, source, line);
-    if zh {
-        line = super::expansions::write_back(source, &line);
-    }
-    let line = line.as_str();
+    let profile = crate::lang::profile_or_latin(&ctx.target_lang);
     let kept: HashSet<&str> = ctx
         .glossary
         .entries
@@ -71,34 +47,95 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
         .map(|e| e.source.as_str())
         .filter(|t| t.len() >= 2 && t.chars().all(|c| c.is_ascii_alphanumeric()))
         .collect();
-    let mut out = singular(&autocorrect::format(line), &kept);
-    out = ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned();
-    if zh {
-        out = curly_quotes(&out);
-        out = full_width_parens(&out);
-        out = bold_closed_before_marks(&out);
-        out = CAPTION_RE.replace(&out, "$1 $2 ").into_owned();
-        out = CHAPTER_RE
-            .replace_all(&out, |c: &regex::Captures| {
-                let n: usize = c[1].parse().unwrap_or(0);
-                match chinese_number(n) {
-                    Some(z) => format!("第{z}章"),
-                    None => c[0].to_string(),
-                }
-            })
-            .into_owned();
+    let skipped = |name: &str| ctx.skipped_passes.iter().any(|s| s == name);
+    let mut out = line.to_string();
+    if skipped(super::writeback::TYPOGRAPHY) {
+        return out;
+    }
+    for &rule in profile.typography {
+        if !skipped(rule.name()) {
+            out = apply(rule, profile, ctx, source, &out, &kept);
+        }
     }
     out
 }
 
-/// Full-width marks that may end a bold span's words.
-const CLOSING_MARKS: &str = "。，、；：？！";
+/// One typography rule of `profile` applied to `line` (the translation of `source`).
+fn apply(
+    rule: Rule,
+    profile: &Profile,
+    ctx: &CheckContext,
+    source: &str,
+    line: &str,
+    kept: &HashSet<&str>,
+) -> String {
+    match rule {
+        Rule::KeptTermsBack => kept_terms_back(ctx, source, line),
+        Rule::AcronymExpansions => super::expansions::write_back(source, line),
+        Rule::CjkSpacing => autocorrect::format(line),
+        Rule::UninflectedKeptTerms => {
+            let out = singular(line, kept);
+            ACRONYM_PLURAL_RE.replace_all(&out, "$1").into_owned()
+        }
+        Rule::CurlyQuotes => curly_quotes(line, profile.quotes),
+        Rule::FullWidthParentheses => full_width_parens(line),
+        Rule::BoldBeforeFullWidthMarks => bold_closed_before_marks(line, profile.closing_marks),
+        Rule::CaptionLabelWithoutColon => caption_label(line, profile.caption_labels),
+        Rule::ChapterNumberInNumerals => match profile.chapter_numerals {
+            Some(numerals) => chapter_numerals(line, numerals),
+            None => line.to_string(),
+        },
+        Rule::NoSpaceInsideCjkWords => no_space_inside_words(source, line),
+    }
+}
+
+/// A caption's label (`图`, `表`) and number set apart from the caption by a space, not a
+/// colon: `图 3-5：RAG 查询流程` → `图 3-5 RAG 查询流程`.
+fn caption_label(line: &str, labels: &[&str]) -> String {
+    if labels.is_empty() || !labels.iter().any(|l| line.starts_with(l)) {
+        return line.to_string();
+    }
+    let alternatives: Vec<String> = labels.iter().map(|l| regex::escape(l)).collect();
+    let pattern = format!(
+        r"^({})\s*([0-9]+(?:[-.][0-9]+)*)\s*[：:]\s*",
+        alternatives.join("|")
+    );
+    match Regex::new(&pattern) {
+        Ok(re) => re.replace(line, "$1 $2 ").into_owned(),
+        Err(_) => line.to_string(),
+    }
+}
+
+/// A chapter number written with digits (`第 2 章`) in the language's numerals (`第二章`).
+fn chapter_numerals(line: &str, numerals: fn(usize) -> Option<String>) -> String {
+    CHAPTER_RE
+        .replace_all(line, |c: &regex::Captures| {
+            let n: usize = c[1].parse().unwrap_or(0);
+            match numerals(n) {
+                Some(z) => format!("第{z}章"),
+                None => c[0].to_string(),
+            }
+        })
+        .into_owned()
+}
+
+/// `line` without the spaces it puts between two CJK characters where `source` (the line
+/// the model was shown) has no such space: a house term written into the passage after a
+/// word the model translated comes back as `系统 提示词`, one word split in two.
+fn no_space_inside_words(source: &str, line: &str) -> String {
+    if CJK_SPACE_RE.is_match(source) || !CJK_SPACE_RE.is_match(line) {
+        return line.to_string();
+    }
+    // Twice: a one-character word between two spaces (`甲 乙 丙`) overlaps its matches.
+    let once = CJK_SPACE_RE.replace_all(line, "$1$2");
+    CJK_SPACE_RE.replace_all(&once, "$1$2").into_owned()
+}
 
 /// A bold span closed after a full-width mark with text right after it (`**…没有什么用。**无论`)
 /// does not render: CommonMark does not take a `**` between a punctuation mark and a letter
 /// as closing. The mark is moved out of the span (`**…没有什么用**。无论`) wherever that
 /// makes the span render.
-fn bold_closed_before_marks(line: &str) -> String {
+fn bold_closed_before_marks(line: &str, closing_marks: &str) -> String {
     use super::emphasis::bold_spans;
     let mut out = line.to_string();
     let mut from = 0;
@@ -108,7 +145,7 @@ fn bold_closed_before_marks(line: &str) -> String {
         else {
             continue;
         };
-        if !CLOSING_MARKS.contains(mark) || next.is_whitespace() || next.is_ascii_punctuation() {
+        if !closing_marks.contains(mark) || next.is_whitespace() || next.is_ascii_punctuation() {
             continue;
         }
         let m = mark.len_utf8();
@@ -204,7 +241,7 @@ fn full_width_parens(line: &str) -> String {
 /// CJK characters) and its quotes pair up; spaces between a quote and CJK text, or inside
 /// the quotes, are dropped (`用户搜索 " 模型蒸馏 "。` → `用户搜索“模型蒸馏”。`). An odd
 /// number of quotes is left as it is: which one is missing cannot be told.
-fn curly_quotes(line: &str) -> String {
+fn curly_quotes(line: &str, (open_q, close_q): (char, char)) -> String {
     let n = line.matches('"').count();
     if n == 0 || !n.is_multiple_of(2) || !line.chars().any(crate::units::is_cjk) {
         return line.to_string();
@@ -213,17 +250,16 @@ fn curly_quotes(line: &str) -> String {
     let mut open = true;
     for c in line.chars() {
         chars.push(match c {
-            '"' if open => '“',
-            '"' => '”',
+            '"' if open => open_q,
+            '"' => close_q,
             c => c,
         });
         if c == '"' {
             open = !open;
         }
     }
-    let chinese = |c: Option<&char>| {
-        c.is_some_and(|&c| crate::units::is_cjk(c) || "，。：；？！、（）".contains(c))
-    };
+    // CJK text or full-width punctuation (both `is_cjk`).
+    let chinese = |c: Option<&char>| c.is_some_and(|&c| crate::units::is_cjk(c));
     let mut out = String::with_capacity(line.len() + n * 2);
     let mut i = 0;
     while i < chars.len() {
@@ -236,10 +272,10 @@ fn curly_quotes(line: &str) -> String {
             .find(|&k| chars[k] != ' ')
             .unwrap_or(chars.len());
         let (before, after) = (i.checked_sub(1).map(|k| &chars[k]), chars.get(end));
-        let drop = (after == Some(&'“') && chinese(before))
-            || (before == Some(&'”') && chinese(after))
-            || before == Some(&'“')
-            || after == Some(&'”');
+        let drop = (after == Some(&open_q) && chinese(before))
+            || (before == Some(&close_q) && chinese(after))
+            || before == Some(&open_q)
+            || after == Some(&close_q);
         if !drop {
             out.extend(&chars[i..end]);
         }
@@ -271,29 +307,12 @@ fn singular(text: &str, kept: &HashSet<&str>) -> String {
         .into_owned()
 }
 
-/// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
-fn chinese_number(n: usize) -> Option<String> {
-    const DIGITS: [&str; 10] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九"];
-    match n {
-        1..=9 => Some(DIGITS[n].to_string()),
-        10..=19 => Some(format!("十{}", if n > 10 { DIGITS[n - 10] } else { "" })),
-        20..=99 => Some(format!(
-            "{}十{}",
-            DIGITS[n / 10],
-            if n.is_multiple_of(10) {
-                ""
-            } else {
-                DIGITS[n % 10]
-            }
-        )),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::glossary::{Glossary, GlossaryEntry};
+
+    const MARKS: &str = "。，、；：？！";
 
     fn ctx(lang: &str, keep: &[&str]) -> CheckContext {
         let entries = keep
@@ -319,8 +338,8 @@ mod tests {
             typeset(&c, "", "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"),
             "SubAgents 与 Agentic 系统，Windows 与 Kubernetes"
         );
-        assert_eq!(chinese_number(10).as_deref(), Some("十"));
-        assert_eq!(chinese_number(31).as_deref(), Some("三十一"));
+        assert_eq!(crate::lang::chinese_number(10).as_deref(), Some("十"));
+        assert_eq!(crate::lang::chinese_number(31).as_deref(), Some("三十一"));
         assert_eq!(
             typeset(&c, "", "用户搜索 \" 模型蒸馏 \"。搜索 \"kitty\" 不会找到"),
             "用户搜索“模型蒸馏”。搜索“kitty”不会找到"
@@ -406,7 +425,7 @@ mod tests {
     #[test]
     fn a_bold_span_closed_after_a_full_width_mark_is_closed_before_it() {
         assert_eq!(
-            bold_closed_before_marks("结论：**简单 RAG 几乎没有什么用。**无论如何"),
+            bold_closed_before_marks("结论：**简单 RAG 几乎没有什么用。**无论如何", MARKS),
             "结论：**简单 RAG 几乎没有什么用**。无论如何"
         );
         // Rendering already (a space or the line's end after it), or not a closing run.
@@ -415,7 +434,7 @@ mod tests {
             "**案例 1：计数问题。**",
             "前面：**粗体**词。",
         ] {
-            assert_eq!(bold_closed_before_marks(ok), ok);
+            assert_eq!(bold_closed_before_marks(ok, MARKS), ok);
         }
         let zh = ctx("zh-CN", &[]);
         let src = "Both point to one conclusion: **naive RAG is not enough.** Whether stored…";

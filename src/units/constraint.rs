@@ -127,6 +127,8 @@ pub struct PassageConstraint {
     /// Lines of the passage that end a sentence (`.`, `?`, `:` …): their translation may
     /// not end on a word, as a reply the model was stopped in would.
     closed: Vec<bool>,
+    /// Any digits may be written ([`PassageConstraint::any_numbers`]).
+    any_numbers: bool,
 }
 
 /// The Latin words of `passage` that [`PassageConstraint::latin_names_only`] takes for names
@@ -228,7 +230,16 @@ impl PassageConstraint {
             names: Vec::new(),
             capitalised: Vec::new(),
             closed: passage.split('\n').map(ends_sentence).collect(),
+            any_numbers: false,
         }
+    }
+
+    /// Any digits may be written: for a source that writes numbers in its own numerals
+    /// (`一万次`, `第二章`), whose translation writes them in digits (`10,000 times`,
+    /// `Chapter 2`).
+    pub fn any_numbers(mut self) -> Self {
+        self.any_numbers = true;
+        self
     }
 
     /// For a target language in a non-Latin script (Chinese, Japanese, Korean): a Latin
@@ -365,6 +376,10 @@ impl PassageConstraint {
         };
         let names = strings("names")?;
         let capitalised = strings("capitalised")?;
+        let c = match spec.get("any_numbers").and_then(|v| v.as_bool()) {
+            Some(true) => c.any_numbers(),
+            _ => c,
+        };
         match spec.get("latin_names_only")?.as_bool()? {
             true => Some(
                 c.latin_names_only(passage)
@@ -513,6 +528,9 @@ impl PassageConstraint {
     /// (or one of its groups: `3` and `5` of `3.5`); the run the text ends in, still being
     /// written, begins one.
     fn digits_ok(&self, text: &[u8]) -> bool {
+        if self.any_numbers {
+            return true;
+        }
         let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         let last = lines.len() - 1;
         lines
@@ -664,13 +682,17 @@ impl TextConstraint for PassageConstraint {
     /// The passage, whether Latin words are limited to its names and the names given
     /// besides: all a server needs.
     fn spec(&self) -> Option<serde_json::Value> {
-        Some(serde_json::json!({
+        let mut spec = serde_json::json!({
             "kind": SPEC_KIND,
             "passage": std::str::from_utf8(&self.passage).ok()?,
             "latin_names_only": self.latin.is_some(),
             "names": self.names,
             "capitalised": self.capitalised,
-        }))
+        });
+        if self.any_numbers {
+            spec["any_numbers"] = serde_json::Value::Bool(true);
+        }
+        Some(spec)
     }
 }
 
@@ -1057,6 +1079,16 @@ mod tests {
             month_numbers("in May 2024, on 1st Sept and in December").collect::<Vec<_>>(),
             [5, 9, 12]
         );
+    }
+
+    #[test]
+    fn a_source_with_its_own_numerals_allows_any_digits() {
+        let passage = "他处理了一万次相似任务，见第二章。";
+        assert!(!ok(&PassageConstraint::new(passage), "He handled 10,000"));
+        let c = PassageConstraint::new(passage).any_numbers();
+        assert!(ok(&c, "He handled 10,000 similar tasks; see Chapter 2."));
+        let back = PassageConstraint::from_spec(&c.spec().unwrap()).unwrap();
+        assert!(ok(&back, "He handled 10,000"), "kept through the spec");
     }
 
     #[test]

@@ -198,12 +198,7 @@ pub fn reassemble(units: &[Unit], translated: &[String]) -> String {
     out
 }
 
-/// Whether `c` is a CJK ideograph, kana, Hangul syllable or CJK/full-width punctuation.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
-        | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FA1F)
-}
+pub use crate::lang::is_cjk;
 
 /// The first unit to translate of a one-chapter book `md` (for tests).
 #[cfg(test)]
