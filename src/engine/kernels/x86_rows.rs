@@ -1,0 +1,501 @@
+//! One activation row (decoding) times many consecutive weight rows of a 32-weight format
+//! (Q4_0, Q4_1, Q5_0, Q8_0), decoding the weights in registers: the path that streams a
+//! decode step's matrices — above all a large output projection such as Gemma 3's
+//! 262,144 × 640 Q8_0 table — from memory.
+//!
+//! What makes it faster than a call per weight row ([`super::x86::gemv_blocks_vnni`]):
+//!
+//! * one call per thread, monomorphised per format (no format tests in the inner loop);
+//! * `R` weight rows at a time, so each load of the activations (values, offset
+//!   corrections, scales) serves `R` rows, and `R` independent accumulator chains keep
+//!   the multiply-add units busy;
+//! * two blocks per 512-bit register (AVX-512: the register's low and high halves are the
+//!   even- and odd-block accumulators of the lane order, as in [`super::x86::tile_zmm`]);
+//! * each weight row's f16 block scales read eight at a time through the integer
+//!   registers and converted and multiplied by the activations' scales together, instead
+//!   of one scalar conversion per block;
+//! * the horizontal sums of four rows done together in the lanes of one register
+//!   ([`reduce4`]), in exactly the order of [`super::portable::hsum`].
+//!
+//! The arithmetic of each output is that of [`super::portable::tile`] — the same exact
+//! integer per lane and block, the same `fma(i, d_w · d_x, acc)` into the even- or
+//! odd-block accumulator, the same horizontal sum, then Q4_1's minimum term — so the
+//! results are bit-identical to every other path for the same row (tested).
+
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
+
+use super::activations::QuantizedRows;
+use super::formats::{Format, BLOCK, LANES};
+use std::arch::x86_64::*;
+
+/// A 32-weight block format, as compile-time constants.
+trait Blocks {
+    /// Bytes per block.
+    const BB: usize;
+    /// The format.
+    const FORMAT: Format;
+}
+
+struct Q40;
+struct Q41;
+struct Q50;
+struct Q80;
+
+impl Blocks for Q40 {
+    const BB: usize = 18;
+    const FORMAT: Format = Format::Q4_0;
+}
+impl Blocks for Q41 {
+    const BB: usize = 20;
+    const FORMAT: Format = Format::Q4_1;
+}
+impl Blocks for Q50 {
+    const BB: usize = 22;
+    const FORMAT: Format = Format::Q5_0;
+}
+impl Blocks for Q80 {
+    const BB: usize = 34;
+    const FORMAT: Format = Format::Q8_0;
+}
+
+/// One activation row in the form the row kernels read, padded so that the last pair of
+/// blocks can be read whole: values (zero past the row), the offset corrections `o · (−Σq)`
+/// per lane (zero past the row), and the block scales (zero past the row, to a multiple of
+/// 16 blocks).
+struct Plan {
+    nb: usize,
+    qs: Vec<i8>,
+    corr: Vec<i32>,
+    dx: Vec<f32>,
+    block_sums: Vec<f32>,
+}
+
+impl Plan {
+    fn new(x: &QuantizedRows, row: usize, o: u32) -> Self {
+        let (k, nb) = (x.k, x.blocks_per_row());
+        let nb2 = nb.next_multiple_of(16);
+        let mut qs = vec![0i8; nb2 * BLOCK];
+        qs[..k].copy_from_slice(&x.qs[row * k..(row + 1) * k]);
+        let mut corr = vec![0i32; nb2 * LANES];
+        for (c, s) in corr
+            .iter_mut()
+            .zip(&x.neg_lane_sums[row * nb * LANES..(row + 1) * nb * LANES])
+        {
+            *c = if o == 0 { 0 } else { s << o.trailing_zeros() };
+        }
+        let mut dx = vec![0.0f32; nb2];
+        dx[..nb].copy_from_slice(&x.d[row * nb..(row + 1) * nb]);
+        let block_sums = x.block_sums[row * nb..(row + 1) * nb].to_vec();
+        Self {
+            nb,
+            qs,
+            corr,
+            dx,
+            block_sums,
+        }
+    }
+}
+
+/// The f16 scales of blocks `b..b + 8` of the row at `p` (0 for blocks at or past `nb`),
+/// gathered through the integer registers.
+#[inline(always)]
+unsafe fn scales8<F: Blocks>(p: *const u8, b: usize, nb: usize) -> __m128i {
+    let full = b + 8 <= nb;
+    let ld = |i: usize| -> u64 {
+        if full || b + i < nb {
+            (p.add((b + i) * F::BB) as *const u16).read_unaligned() as u64
+        } else {
+            0
+        }
+    };
+    let lo = ld(0) | ld(1) << 16 | ld(2) << 32 | ld(3) << 48;
+    let hi = ld(4) | ld(5) << 16 | ld(6) << 32 | ld(7) << 48;
+    _mm_set_epi64x(hi as i64, lo as i64)
+}
+
+/// `sd[b] = d_w[b] · d_x[b]` for every block of the row at `p` (padding blocks get 0), and
+/// for Q4_1 the minimum term `Σ_b t[b] · block_sums[b]` in block order (as
+/// [`super::portable::min_term`]).
+#[inline(always)]
+unsafe fn row_scales<F: Blocks>(p: *const u8, plan: &Plan, sd: &mut [f32]) -> f32 {
+    let nb = plan.nb;
+    for b in (0..nb).step_by(8) {
+        let d = _mm256_cvtph_ps(scales8::<F>(p, b, nb));
+        let v = _mm256_mul_ps(d, _mm256_loadu_ps(plan.dx.as_ptr().add(b)));
+        _mm256_storeu_ps(sd.as_mut_ptr().add(b), v);
+    }
+    let mut tt = 0.0f32;
+    if F::FORMAT == Format::Q4_1 {
+        for b in 0..nb {
+            let bits = (p.add(b * F::BB + 2) as *const u16).read_unaligned();
+            let t = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)));
+            tt = t.mul_add(*plan.block_sums.get_unchecked(b), tt);
+        }
+    }
+    tt
+}
+
+/// Sixteen packed bytes at `p` and at `p + BB` → the two blocks' 64 unsigned 4-bit values
+/// (each block: low nibbles, then high nibbles, as [`super::x86::decode_row`] lays them).
+#[inline(always)]
+unsafe fn nibbles_pair<F: Blocks>(p: *const u8) -> __m512i {
+    let v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(p as *const __m128i)),
+        _mm_loadu_si128(p.add(F::BB) as *const __m128i),
+        1,
+    );
+    let z = _mm512_permutexvar_epi64(
+        _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
+        _mm512_castsi256_si512(v),
+    );
+    let shifts = _mm512_setr_epi64(
+        0,
+        0,
+        0x0004_0004_0004_0004,
+        0x0004_0004_0004_0004,
+        0,
+        0,
+        0x0004_0004_0004_0004,
+        0x0004_0004_0004_0004,
+    );
+    _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0F))
+}
+
+/// The unsigned values `u` of blocks `b` (low half) and `b + 1` (high half) of the row at
+/// `p`. `half`: only block `b` exists (the high half is zero).
+#[inline(always)]
+unsafe fn u_pair<F: Blocks>(p: *const u8, b: usize, half: bool) -> __m512i {
+    let blk = p.add(b * F::BB);
+    match F::FORMAT {
+        Format::Q8_0 => {
+            let lo = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+            let z = if half {
+                _mm512_castsi256_si512(lo)
+            } else {
+                _mm512_inserti64x4(
+                    _mm512_castsi256_si512(lo),
+                    _mm256_loadu_si256(blk.add(F::BB + 2) as *const __m256i),
+                    1,
+                )
+            };
+            let z = _mm512_xor_si512(z, _mm512_set1_epi8(-128));
+            if half {
+                _mm512_zextsi256_si512(_mm512_castsi512_si256(z))
+            } else {
+                z
+            }
+        }
+        _ => {
+            let qoff = match F::FORMAT {
+                Format::Q4_0 => 2,
+                Format::Q4_1 => 4,
+                _ => 6,
+            };
+            let z = if half {
+                let v = _mm_loadu_si128(blk.add(qoff) as *const __m128i);
+                let m = _mm_set1_epi8(0x0F);
+                let lo = _mm_and_si128(v, m);
+                let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+                _mm512_zextsi256_si512(_mm256_set_m128i(hi, lo))
+            } else {
+                nibbles_pair::<F>(blk.add(qoff))
+            };
+            if F::FORMAT == Format::Q5_0 {
+                let h0 = (blk.add(2) as *const u32).read_unaligned() as u64;
+                let h1 = if half {
+                    0
+                } else {
+                    (blk.add(F::BB + 2) as *const u32).read_unaligned() as u64
+                };
+                _mm512_mask_add_epi8(z, h0 | h1 << 32, z, _mm512_set1_epi8(0x10))
+            } else {
+                z
+            }
+        }
+    }
+}
+
+/// The horizontal sums of four rows' accumulators (low half: even blocks, high half: odd
+/// blocks), each in the order of [`super::portable::hsum`] applied to the halves' lane-wise
+/// sum, computed together: lane `r` of the result is row `r`'s sum.
+#[inline(always)]
+unsafe fn reduce4(z: [__m512; 4]) -> __m128 {
+    // a_r = even + odd, lane by lane: chunks [a0[0..4], a0[4..8], a1[0..4], a1[4..8]].
+    let s01 = _mm512_add_ps(
+        _mm512_shuffle_f32x4(z[0], z[1], 0x44),
+        _mm512_shuffle_f32x4(z[0], z[1], 0xEE),
+    );
+    let s23 = _mm512_add_ps(
+        _mm512_shuffle_f32x4(z[2], z[3], 0x44),
+        _mm512_shuffle_f32x4(z[2], z[3], 0xEE),
+    );
+    // h_r = a_r[0..4] + a_r[4..8]: chunk r = [h0, h1, h2, h3] of row r.
+    let h = _mm512_add_ps(
+        _mm512_shuffle_f32x4(s01, s23, 0x88),
+        _mm512_shuffle_f32x4(s01, s23, 0xDD),
+    );
+    // [h0 + h2, h1 + h3, ..] then (h0 + h2) + (h1 + h3) in each chunk's lane 0.
+    let g = _mm512_add_ps(h, _mm512_shuffle_ps(h, h, 0x4E));
+    let f = _mm512_add_ps(g, _mm512_movehdup_ps(g));
+    _mm512_castps512_ps128(_mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        f,
+    ))
+}
+
+/// Blocks `b` and `b + 1` (only `b` where `HALF`) of `R` rows into their accumulators.
+#[inline(always)]
+unsafe fn pair_zmm<F: Blocks, const R: usize, const HALF: bool>(
+    p: *const u8,
+    row_bytes: usize,
+    plan: &Plan,
+    sd: &[f32],
+    b: usize,
+    acc: &mut [__m512; R],
+) {
+    let stride = plan.dx.len();
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let q = _mm512_loadu_si512(plan.qs.as_ptr().add(b * BLOCK) as *const _);
+    let c = _mm512_loadu_si512(plan.corr.as_ptr().add(b * LANES) as *const _);
+    for r in 0..R {
+        let u = u_pair::<F>(p.add(r * row_bytes), b, HALF);
+        let i = _mm512_dpbusd_epi32(c, u, q);
+        let s2 = _mm_castpd_ps(_mm_load_sd(sd.as_ptr().add(r * stride + b) as *const f64));
+        let s = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(s2));
+        let f = _mm512_cvtepi32_ps(i);
+        acc[r] = if HALF {
+            _mm512_mask3_fmadd_ps(f, s, acc[r], 0x00FF)
+        } else {
+            _mm512_fmadd_ps(f, s, acc[r])
+        };
+    }
+}
+
+/// `R` (1–4) consecutive weight rows starting at `p` (rows `row_bytes` apart) times the
+/// planned activation row; `sd` is scratch for `R` rows' block scales.
+#[inline(always)]
+unsafe fn rows_zmm<F: Blocks, const R: usize>(
+    p: *const u8,
+    row_bytes: usize,
+    plan: &Plan,
+    sd: &mut [f32],
+    out: *mut f32,
+) {
+    let nb = plan.nb;
+    let stride = plan.dx.len();
+    let mut tt = [0.0f32; R];
+    for r in 0..R {
+        tt[r] = row_scales::<F>(p.add(r * row_bytes), plan, &mut sd[r * stride..]);
+    }
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in (0..nb & !1).step_by(2) {
+        pair_zmm::<F, R, false>(p, row_bytes, plan, sd, b, &mut acc);
+    }
+    if nb % 2 == 1 {
+        pair_zmm::<F, R, true>(p, row_bytes, plan, sd, nb - 1, &mut acc);
+    }
+    let mut y = [0.0f32; 8];
+    for g in 0..R.div_ceil(4) {
+        let sums = reduce4(std::array::from_fn(|r| {
+            if 4 * g + r < R {
+                acc[4 * g + r]
+            } else {
+                _mm512_setzero_ps()
+            }
+        }));
+        _mm_storeu_ps(y.as_mut_ptr().add(4 * g), sums);
+    }
+    for r in 0..R {
+        let mut v = y[r];
+        if F::FORMAT == Format::Q4_1 {
+            v += tt[r];
+        }
+        *out.add(r) = v;
+    }
+}
+
+/// Weight rows in `bytes` (whole rows of `row_bytes`) times activation row `row` of `x`,
+/// `out[i]` for row `i`: four rows at a time, then the rest.
+#[inline(always)]
+unsafe fn gemv_rows_zmm<F: Blocks>(
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    row: usize,
+    out: &mut [f32],
+) {
+    let plan = Plan::new(x, row, F::FORMAT.offset());
+    let mut sd = vec![0.0f32; 4 * plan.dx.len()];
+    let n = out.len();
+    debug_assert_eq!(bytes.len(), n * row_bytes);
+    let p = bytes.as_ptr();
+    let o = out.as_mut_ptr();
+    let mut j = 0;
+    while j + 4 <= n {
+        rows_zmm::<F, 4>(p.add(j * row_bytes), row_bytes, &plan, &mut sd, o.add(j));
+        j += 4;
+    }
+    while j < n {
+        rows_zmm::<F, 1>(p.add(j * row_bytes), row_bytes, &plan, &mut sd, o.add(j));
+        j += 1;
+    }
+}
+
+/// One activation row (`row` of `x`) times the consecutive weight rows in `bytes` (whole
+/// rows of `row_bytes`, a 32-weight format), with AVX-512 VNNI: `out[i]` gets row `i`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub unsafe fn gemv_blocks_rows_zmm(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    row: usize,
+    out: &mut [f32],
+) {
+    match format {
+        Format::Q4_0 => gemv_rows_zmm::<Q40>(bytes, row_bytes, x, row, out),
+        Format::Q4_1 => gemv_rows_zmm::<Q41>(bytes, row_bytes, x, row, out),
+        Format::Q5_0 => gemv_rows_zmm::<Q50>(bytes, row_bytes, x, row, out),
+        Format::Q8_0 => gemv_rows_zmm::<Q80>(bytes, row_bytes, x, row, out),
+        Format::Q4K | Format::Q6K => unreachable!("K-quant rows take the K-quant kernels"),
+    }
+}
+
+/// Block `b` of the row at `p` as the AVX2 product reads it: the signed weights `u − o`
+/// (for Q4_1, whose offset is 0, the unsigned values).
+#[inline(always)]
+unsafe fn w_block<F: Blocks>(p: *const u8, b: usize) -> __m256i {
+    let blk = p.add(b * F::BB);
+    let nib = |off: usize| {
+        let v = _mm_loadu_si128(blk.add(off) as *const __m128i);
+        let m = _mm_set1_epi8(0x0F);
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m))
+    };
+    match F::FORMAT {
+        Format::Q8_0 => _mm256_loadu_si256(blk.add(2) as *const __m256i),
+        Format::Q4_0 => _mm256_sub_epi8(nib(2), _mm256_set1_epi8(8)),
+        Format::Q4_1 => nib(4),
+        _ => {
+            let qh = (blk.add(2) as *const u32).read_unaligned();
+            let v = _mm256_set1_epi32(qh as i32);
+            let spread = _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                3, 3, 3, 3,
+            );
+            let bytes = _mm256_shuffle_epi8(v, spread);
+            let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+            let u = _mm256_or_si256(nib(6), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+            _mm256_sub_epi8(u, _mm256_set1_epi8(16))
+        }
+    }
+}
+
+/// Block `b` of `R` rows into accumulator `SLOT` (`b % 2`) of each, with AVX2: the exact
+/// integer per lane from `vpmaddubsw` (`|w|` times `q` carrying `w`'s sign) and
+/// `vpmaddwd`, as [`super::x86::tile_avx2`].
+#[inline(always)]
+unsafe fn block_ymm<F: Blocks, const R: usize, const SLOT: usize>(
+    p: *const u8,
+    row_bytes: usize,
+    plan: &Plan,
+    sd: &[f32],
+    b: usize,
+    acc: &mut [[__m256; 2]; R],
+) {
+    let stride = plan.dx.len();
+    let ones = _mm256_set1_epi16(1);
+    let q = _mm256_loadu_si256(plan.qs.as_ptr().add(b * BLOCK) as *const __m256i);
+    for r in 0..R {
+        let w = w_block::<F>(p.add(r * row_bytes), b);
+        let prod = if F::FORMAT == Format::Q4_1 {
+            _mm256_maddubs_epi16(w, q)
+        } else {
+            _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w))
+        };
+        let f = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+        let s = _mm256_broadcast_ss(&*sd.as_ptr().add(r * stride + b));
+        acc[r][SLOT] = _mm256_fmadd_ps(f, s, acc[r][SLOT]);
+    }
+}
+
+/// [`rows_zmm`] with AVX2: one block per 256-bit register, into the even- or odd-block
+/// accumulator.
+#[inline(always)]
+unsafe fn rows_ymm<F: Blocks, const R: usize>(
+    p: *const u8,
+    row_bytes: usize,
+    plan: &Plan,
+    sd: &mut [f32],
+    out: *mut f32,
+) {
+    let nb = plan.nb;
+    let stride = plan.dx.len();
+    let mut tt = [0.0f32; R];
+    for r in 0..R {
+        tt[r] = row_scales::<F>(p.add(r * row_bytes), plan, &mut sd[r * stride..]);
+    }
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    for b in (0..nb & !1).step_by(2) {
+        block_ymm::<F, R, 0>(p, row_bytes, plan, sd, b, &mut acc);
+        block_ymm::<F, R, 1>(p, row_bytes, plan, sd, b + 1, &mut acc);
+    }
+    if nb % 2 == 1 {
+        block_ymm::<F, R, 0>(p, row_bytes, plan, sd, nb - 1, &mut acc);
+    }
+    for r in 0..R {
+        let v = _mm256_add_ps(acc[r][0], acc[r][1]);
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let mut y = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        if F::FORMAT == Format::Q4_1 {
+            y += tt[r];
+        }
+        *out.add(r) = y;
+    }
+}
+
+/// [`gemv_rows_zmm`] with AVX2.
+#[inline(always)]
+unsafe fn gemv_rows_ymm<F: Blocks>(
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    row: usize,
+    out: &mut [f32],
+) {
+    let plan = Plan::new(x, row, 0);
+    let mut sd = vec![0.0f32; 4 * plan.dx.len()];
+    let n = out.len();
+    debug_assert_eq!(bytes.len(), n * row_bytes);
+    let p = bytes.as_ptr();
+    let o = out.as_mut_ptr();
+    let mut j = 0;
+    while j + 4 <= n {
+        rows_ymm::<F, 4>(p.add(j * row_bytes), row_bytes, &plan, &mut sd, o.add(j));
+        j += 4;
+    }
+    while j < n {
+        rows_ymm::<F, 1>(p.add(j * row_bytes), row_bytes, &plan, &mut sd, o.add(j));
+        j += 1;
+    }
+}
+
+/// [`gemv_blocks_rows_zmm`] with AVX2 (+ FMA, F16C).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_blocks_rows_ymm(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    row: usize,
+    out: &mut [f32],
+) {
+    match format {
+        Format::Q4_0 => gemv_rows_ymm::<Q40>(bytes, row_bytes, x, row, out),
+        Format::Q4_1 => gemv_rows_ymm::<Q41>(bytes, row_bytes, x, row, out),
+        Format::Q5_0 => gemv_rows_ymm::<Q50>(bytes, row_bytes, x, row, out),
+        Format::Q8_0 => gemv_rows_ymm::<Q80>(bytes, row_bytes, x, row, out),
+        Format::Q4K | Format::Q6K => unreachable!("K-quant rows take the K-quant kernels"),
+    }
+}
