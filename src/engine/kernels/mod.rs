@@ -464,7 +464,14 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             if q.m == 1 && isa == Isa::Vnni {
                 // SAFETY: the ISA was detected (see `Isa`).
                 return one_row(w, y, |bytes, rb, out| unsafe {
-                    x86::gemv_k_rows_vnni(w.format, bytes, rb, q, out)
+                    x86_rows::gemv_k_rows_zmm(w.format, bytes, rb, q, 0, out)
+                });
+            }
+            #[cfg(target_arch = "x86_64")]
+            if q.m == 1 && isa == Isa::Avx2 {
+                // SAFETY: the ISA was detected (see `Isa`).
+                return one_row(w, y, |bytes, rb, out| unsafe {
+                    x86_rows::gemv_k_rows_ymm(w.format, bytes, rb, q, 0, out)
                 });
             }
             #[cfg(target_arch = "x86_64")]

@@ -206,17 +206,21 @@ fn wrong_sizes_are_refused() {
 }
 
 /// The one-activation-row kernels that take many weight rows per call (four at a time,
-/// then the rest; two blocks per 512-bit register, then a lone last block) give the bits
-/// of the portable kernel for every row count, every block count (odd ones included) and
-/// every activation row of a batch.
+/// then the rest; for the 32-weight formats two blocks per 512-bit register, then a lone
+/// last block) give the bits of the portable kernel for every row count, every block or
+/// super-block count (odd ones included) and every activation row of a batch.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(5);
     let best = Isa::best();
-    for (format, _) in FORMATS.iter().filter(|(f, _)| !f.is_k_quant()) {
-        let format = *format;
-        for k in [32, 64, 96, 544, 640, 896] {
+    for (format, _) in FORMATS {
+        let ks: &[usize] = if format.is_k_quant() {
+            &[256, 512, 768, 1536]
+        } else {
+            &[32, 64, 96, 544, 640, 896]
+        };
+        for &k in ks {
             for n in [1, 2, 3, 4, 5, 7, 8, 9, 17] {
                 let w = QuantMatrix::new(
                     format,
@@ -229,9 +233,6 @@ fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
                 let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
                 let mut want = vec![0.0; m * n];
                 matmul(Isa::Portable, &w, &q, &mut want);
-                let Activations::Blocks(qb) = &q else {
-                    unreachable!()
-                };
                 let bytes: Vec<u8> = (0..n).flat_map(|j| w.row_bytes(j).to_vec()).collect();
                 let rb = format.row_bytes(k);
                 for row in 0..m {
@@ -243,14 +244,28 @@ fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
                     // SAFETY: AVX2/FMA/F16C (and AVX-512 VNNI) are checked by `Isa::best`.
                     if best != Isa::Portable {
                         unsafe {
-                            x86_rows::gemv_blocks_rows_ymm(format, &bytes, rb, qb, row, &mut got)
+                            match &q {
+                                Activations::Blocks(qb) => x86_rows::gemv_blocks_rows_ymm(
+                                    format, &bytes, rb, qb, row, &mut got,
+                                ),
+                                Activations::K(qk) => {
+                                    x86_rows::gemv_k_rows_ymm(format, &bytes, rb, qk, row, &mut got)
+                                }
+                            }
                         };
                         let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
                         assert_eq!(bits, want_row, "{format:?} AVX2 k={k} n={n} row {row}");
                     }
                     if best == Isa::Vnni {
                         unsafe {
-                            x86_rows::gemv_blocks_rows_zmm(format, &bytes, rb, qb, row, &mut got)
+                            match &q {
+                                Activations::Blocks(qb) => x86_rows::gemv_blocks_rows_zmm(
+                                    format, &bytes, rb, qb, row, &mut got,
+                                ),
+                                Activations::K(qk) => {
+                                    x86_rows::gemv_k_rows_zmm(format, &bytes, rb, qk, row, &mut got)
+                                }
+                            }
                         };
                         let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
                         assert_eq!(bits, want_row, "{format:?} AVX-512 k={k} n={n} row {row}");

@@ -24,7 +24,7 @@
 
 #![allow(clippy::missing_safety_doc, clippy::needless_range_loop)]
 
-use super::activations::QuantizedRows;
+use super::activations::{QuantizedRows, QuantizedRowsK};
 use super::formats::{Format, BLOCK, LANES};
 use std::arch::x86_64::*;
 
@@ -497,5 +497,233 @@ pub unsafe fn gemv_blocks_rows_ymm(
         Format::Q5_0 => gemv_rows_ymm::<Q50>(bytes, row_bytes, x, row, out),
         Format::Q8_0 => gemv_rows_ymm::<Q80>(bytes, row_bytes, x, row, out),
         Format::Q4K | Format::Q6K => unreachable!("K-quant rows take the K-quant kernels"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// K-quants (Q4_K, Q6_K): one activation row times `J` weight rows at a time.
+
+/// How far ahead (bytes) the K-quant rows kernel prefetches the weights (as the other
+/// register paths).
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Super-block `sb` of the K-quant row at `p` times the activation values `xs` (its 256
+/// values) and group sums `gs` (16): eight 32-bit lanes whose total is the super-block's
+/// exact integer, the super-scale `d`, and for Q4_K the eight block minimums `dmin · m`.
+#[inline(always)]
+unsafe fn k_superblock<const Q4K: bool, const VNNI: bool>(
+    p: *const u8,
+    sb: usize,
+    xs: *const i8,
+    gs: *const i16,
+) -> (__m256i, f32, __m256) {
+    let lo4 = _mm256_set1_epi8(0x0F);
+    let dot = |isum: __m256i, u: __m256i, sc: __m256i, q: *const i8| -> __m256i {
+        let prod = _mm256_maddubs_epi16(u, _mm256_loadu_si256(q as *const __m256i));
+        if VNNI {
+            _mm256_dpwssd_epi32(isum, prod, sc)
+        } else {
+            _mm256_add_epi32(isum, _mm256_madd_epi16(prod, sc))
+        }
+    };
+    let mut is = [_mm256_setzero_si256(); 2];
+    if Q4K {
+        let blk = std::slice::from_raw_parts(p.add(sb * 144), 144);
+        let (sc, mn) = super::formats::q4k_scales_mins(&blk[4..16]);
+        if VNNI {
+            let scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_loadl_epi64(
+                sc.as_ptr() as *const __m128i
+            )));
+            let lo4z = _mm512_set1_epi8(0x0F);
+            let shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+            let mut iz = _mm512_setzero_si512();
+            for pair in 0..4 {
+                let v = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    blk.as_ptr().add(16 + pair * 32) as *const __m256i,
+                ));
+                let u = _mm512_and_si512(_mm512_srlv_epi16(v, shifts), lo4z);
+                let pick = _mm512_inserti64x4(
+                    _mm512_set1_epi16(2 * pair as i16),
+                    _mm256_set1_epi16(2 * pair as i16 + 1),
+                    1,
+                );
+                let s = _mm512_permutexvar_epi16(pick, scales);
+                let q = _mm512_loadu_si512(xs.add(pair * 64) as *const _);
+                iz = super::x86::dpwssd512(iz, _mm512_maddubs_epi16(u, q), s);
+            }
+            is[0] = _mm512_castsi512_si256(iz);
+            is[1] = _mm512_extracti64x4_epi64(iz, 1);
+        } else {
+            for pair in 0..4 {
+                let v = _mm256_loadu_si256(blk.as_ptr().add(16 + pair * 32) as *const __m256i);
+                let u0 = _mm256_and_si256(v, lo4);
+                let u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+                let s0 = _mm256_set1_epi16(sc[pair * 2] as i16);
+                let s1 = _mm256_set1_epi16(sc[pair * 2 + 1] as i16);
+                is[0] = dot(is[0], u0, s0, xs.add(pair * 64));
+                is[1] = dot(is[1], u1, s1, xs.add(pair * 64 + 32));
+            }
+        }
+        let dmin = super::x86::f16_at(&blk[2..]);
+        let mins = _mm256_mul_ps(
+            _mm256_set1_ps(dmin),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                mn.as_ptr() as *const __m128i
+            ))),
+        );
+        (
+            _mm256_add_epi32(is[0], is[1]),
+            super::x86::f16_at(blk),
+            mins,
+        )
+    } else {
+        let base = p.add(sb * 210);
+        for n in 0..2 {
+            let parts = super::x86::q6k_blocks(base, n);
+            let sc = base.add(192 + n * 8) as *const i8;
+            for (part, u) in parts.into_iter().enumerate() {
+                let s = _mm256_setr_m128i(
+                    _mm_set1_epi16(*sc.add(part * 2) as i16),
+                    _mm_set1_epi16(*sc.add(part * 2 + 1) as i16),
+                );
+                is[part % 2] = dot(is[part % 2], u, s, xs.add(n * 128 + part * 32));
+            }
+        }
+        let corr = _mm256_cvtepi8_epi16(_mm_loadu_si128(base.add(192) as *const __m128i));
+        let d = super::x86::f16_at(std::slice::from_raw_parts(base.add(208), 2));
+        // The offset 32 = 1 << 5: subtract 32 · Σ scale · (group sum).
+        let c = _mm256_madd_epi16(_mm256_loadu_si256(gs as *const __m256i), corr);
+        let even = _mm256_sub_epi32(is[0], _mm256_slli_epi32(c, 5));
+        (_mm256_add_epi32(even, is[1]), d, _mm256_setzero_ps())
+    }
+}
+
+/// `J` (1–4) consecutive K-quant weight rows at `p` (`row_bytes` apart) times activation
+/// row `row` of `x`, in the row order of [`super::portable::tile_k_rows`]: per super-block
+/// the rows' exact integers are summed together (lane `j` for row `j`), converted and
+/// fused-multiply-added by `d_j · dx` into lane `j` of one accumulator; Q4_K's minimum term
+/// as [`super::portable::min_term_k`] (even super-blocks in lanes 0–7, odd in 8–15).
+#[inline(always)]
+unsafe fn rows_k<const Q4K: bool, const VNNI: bool, const J: usize>(
+    p: *const u8,
+    row_bytes: usize,
+    x: &QuantizedRowsK,
+    row: usize,
+    lanes: &mut [__m256i],
+    scales: &mut [f32],
+    out: *mut f32,
+) {
+    let k = x.k;
+    let nsb = k / 256;
+    let ml = super::formats::min_len(k);
+    let xq = x.qs.as_ptr().add(row * k);
+    let mut acc = _mm_setzero_ps();
+    let mut accm = [[_mm256_setzero_ps(); 2]; J];
+    let sb_bytes = if Q4K { 144 } else { 210 };
+    // The rows one after the other, as they lie in memory (the next bytes prefetched a few
+    // kilobytes ahead): each super-block's lane sums and scale kept for the second pass.
+    for j in 0..J {
+        let pj = p.add(j * row_bytes);
+        for sb in 0..nsb {
+            for line in (0..sb_bytes).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    pj.wrapping_add(sb * sb_bytes + PREFETCH_AHEAD + line) as *const i8
+                );
+            }
+            let xs = xq.add(sb * 256);
+            let gs = x.group_sums.as_ptr().add((row * k + sb * 256) / 16);
+            let (v, d, mins) = k_superblock::<Q4K, VNNI>(pj, sb, xs, gs);
+            *lanes.get_unchecked_mut(j * nsb + sb) = v;
+            *scales.get_unchecked_mut(j * nsb + sb) = d;
+            if Q4K {
+                let s = _mm256_loadu_ps(x.block_sums.as_ptr().add(row * ml + sb * 8));
+                accm[j][sb % 2] = _mm256_fmadd_ps(mins, s, accm[j][sb % 2]);
+            }
+        }
+    }
+    // The row order: per super-block the rows' integers summed together (lane j: row j).
+    for sb in 0..nsb {
+        let v = std::array::from_fn(|j| *lanes.get_unchecked(j.min(J - 1) * nsb + sb));
+        let ints = _mm_cvtepi32_ps(super::x86::hsum_i32_x4(v));
+        let dx = _mm_set1_ps(*x.d.get_unchecked(row * nsb + sb));
+        let dw = _mm_setr_ps(
+            *scales.get_unchecked(sb),
+            *scales.get_unchecked(1.min(J - 1) * nsb + sb),
+            *scales.get_unchecked(2.min(J - 1) * nsb + sb),
+            *scales.get_unchecked(3.min(J - 1) * nsb + sb),
+        );
+        acc = _mm_fmadd_ps(ints, _mm_mul_ps(dw, dx), acc);
+    }
+    let mut y = [0.0f32; 4];
+    _mm_storeu_ps(y.as_mut_ptr(), acc);
+    for j in 0..J {
+        let mut v = y[j];
+        if Q4K {
+            v -= super::x86::hsum(_mm256_add_ps(accm[j][0], accm[j][1]));
+        }
+        *out.add(j) = v;
+    }
+}
+
+#[inline(always)]
+unsafe fn gemv_rows_k<const Q4K: bool, const VNNI: bool>(
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRowsK,
+    row: usize,
+    out: &mut [f32],
+) {
+    let n = out.len();
+    debug_assert_eq!(bytes.len(), n * row_bytes);
+    let p = bytes.as_ptr();
+    let o = out.as_mut_ptr();
+    let nsb = x.k / 256;
+    let mut lanes = vec![_mm256_setzero_si256(); 4 * nsb];
+    let mut scales = vec![0.0f32; 4 * nsb];
+    let mut j = 0;
+    while j + 4 <= n {
+        let pj = p.add(j * row_bytes);
+        rows_k::<Q4K, VNNI, 4>(pj, row_bytes, x, row, &mut lanes, &mut scales, o.add(j));
+        j += 4;
+    }
+    while j < n {
+        let pj = p.add(j * row_bytes);
+        rows_k::<Q4K, VNNI, 1>(pj, row_bytes, x, row, &mut lanes, &mut scales, o.add(j));
+        j += 1;
+    }
+}
+
+/// One activation row (`row` of `x`) times the consecutive K-quant weight rows in `bytes`
+/// (whole rows of `row_bytes`), with AVX-512 VNNI: `out[i]` gets row `i`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub unsafe fn gemv_k_rows_zmm(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRowsK,
+    row: usize,
+    out: &mut [f32],
+) {
+    match format {
+        Format::Q4K => gemv_rows_k::<true, true>(bytes, row_bytes, x, row, out),
+        Format::Q6K => gemv_rows_k::<false, true>(bytes, row_bytes, x, row, out),
+        _ => unreachable!("32-weight formats take the block kernels"),
+    }
+}
+
+/// [`gemv_k_rows_zmm`] with AVX2 (+ FMA, F16C).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_k_rows_ymm(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRowsK,
+    row: usize,
+    out: &mut [f32],
+) {
+    match format {
+        Format::Q4K => gemv_rows_k::<true, false>(bytes, row_bytes, x, row, out),
+        Format::Q6K => gemv_rows_k::<false, false>(bytes, row_bytes, x, row, out),
+        _ => unreachable!("32-weight formats take the block kernels"),
     }
 }
