@@ -677,12 +677,18 @@ fn drive_interleaved<const N: usize, Il>(
 pub const SMALL_BATCH: usize = 4;
 
 /// One activation row (decoding): each thread's share of the weight rows goes to
-/// `rows(bytes, row_bytes, out)` in one call — consecutive rows, one output each — so the
-/// kernel runs its loop over rows itself (6% faster decoding than a call per row).
+/// `rows(bytes, row_bytes, out)` in one call (or four, for a large matrix) — consecutive
+/// rows, one output each — so the kernel runs its loop over rows itself, several rows at a
+/// time ([`x86_rows`]).
 #[cfg(target_arch = "x86_64")]
 fn one_row(w: &QuantMatrix, y: &mut [f32], rows: impl Fn(&[u8], usize, &mut [f32]) + Sync) {
     let rb = w.format.row_bytes(w.cols);
-    let chunk = w.rows.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    // A matrix of several megabytes (an output projection) in four chunks per thread, so a
+    // thread that the OS delays hands its last chunks to the others; smaller ones in one
+    // chunk per thread (fewer hand-offs).
+    let per_thread = if w.byte_len() >= 4 << 20 { 4 } else { 1 };
+    let tasks = rayon::current_num_threads().max(1) * per_thread;
+    let chunk = w.rows.div_ceil(tasks).next_multiple_of(4).max(1);
     let data = w.data.as_slice();
     y.par_chunks_mut(chunk).enumerate().for_each(|(c, out)| {
         let first = c * chunk;
