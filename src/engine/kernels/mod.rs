@@ -435,6 +435,14 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 });
             }
             #[cfg(target_arch = "x86_64")]
+            if q.m <= SMALL_BATCH && isa == Isa::Vnni {
+                return few_rows(w, q.m, y, |bytes, rb, r0, m, out, n| unsafe {
+                    // SAFETY: the ISA was detected (see `Isa`); `few_rows` hands out the
+                    // task's own columns.
+                    x86_rows::gemv_blocks_rows_zmm_m(w.format, bytes, rb, q, r0, m, out, n)
+                });
+            }
+            #[cfg(target_arch = "x86_64")]
             if q.m <= SMALL_BATCH && isa != Isa::Portable {
                 return gemv(w, q.m, y, |j, r0, out| {
                     small_batch_column(isa, w, x, j, r0, out)
@@ -693,6 +701,38 @@ fn one_row(w: &QuantMatrix, y: &mut [f32], rows: impl Fn(&[u8], usize, &mut [f32
     y.par_chunks_mut(chunk).enumerate().for_each(|(c, out)| {
         let first = c * chunk;
         rows(&data[first * rb..(first + out.len()) * rb], rb, out);
+    });
+}
+
+/// Two to four activation rows: each thread's share of the weight rows goes to
+/// `rows(bytes, row_bytes, 0, m, out, n)` in one call, `out` pointing at `y[j0]` (row `i`,
+/// column `j0 + jj` at `out[i · n + jj]`).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::type_complexity)]
+fn few_rows(
+    w: &QuantMatrix,
+    m: usize,
+    y: &mut [f32],
+    rows: impl Fn(&[u8], usize, usize, usize, *mut f32, usize) + Sync,
+) {
+    let (n, rb) = (w.rows, w.format.row_bytes(w.cols));
+    let per_thread = if w.byte_len() >= 4 << 20 { 4 } else { 1 };
+    let tasks = rayon::current_num_threads().max(1) * per_thread;
+    let chunk = n.div_ceil(tasks).next_multiple_of(4).max(1);
+    let data = w.data.as_slice();
+    let out = OutPtr(y.as_mut_ptr());
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let out = &out;
+        let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+        // SAFETY: columns j0..j1 of every row belong to this task alone.
+        rows(
+            &data[j0 * rb..j1 * rb],
+            rb,
+            0,
+            m,
+            unsafe { out.0.add(j0) },
+            n,
+        );
     });
 }
 

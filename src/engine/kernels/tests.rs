@@ -233,6 +233,22 @@ fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
                 let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
                 let mut want = vec![0.0; m * n];
                 matmul(Isa::Portable, &w, &q, &mut want);
+                // Two to four rows at once (batched decoding) through `matmul`, every ISA.
+                for mm in 2..=4 {
+                    let qm =
+                        Activations::quantize(format, &random_activations(mm, k, &mut rng), mm, k);
+                    let mut want_m = vec![0.0; mm * n];
+                    matmul(Isa::Portable, &w, &qm, &mut want_m);
+                    for isa in Isa::available() {
+                        let mut got = vec![0.0; mm * n];
+                        matmul(isa, &w, &qm, &mut got);
+                        assert_eq!(
+                            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            want_m.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            "{format:?} {isa:?} k={k} n={n} m={mm}"
+                        );
+                    }
+                }
                 let bytes: Vec<u8> = (0..n).flat_map(|j| w.row_bytes(j).to_vec()).collect();
                 let rb = format.row_bytes(k);
                 for row in 0..m {

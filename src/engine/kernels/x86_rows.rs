@@ -501,6 +501,200 @@ pub unsafe fn gemv_blocks_rows_ymm(
 }
 
 // ---------------------------------------------------------------------------------------
+// Two to four activation rows (batched decoding) times many weight rows, AVX-512.
+
+/// The f16 block scales of the row at `p` as f32 (`dw[b]`; 0 for padding blocks).
+#[inline(always)]
+unsafe fn row_dw<F: Blocks>(p: *const u8, nb: usize, dw: &mut [f32]) {
+    for b in (0..nb).step_by(8) {
+        _mm256_storeu_ps(
+            dw.as_mut_ptr().add(b),
+            _mm256_cvtph_ps(scales8::<F>(p, b, nb)),
+        );
+    }
+}
+
+/// Q4_1's minimum term of the row at `p` for one activation row (as
+/// [`super::portable::min_term`]).
+#[inline(always)]
+unsafe fn min_term_q41<F: Blocks>(p: *const u8, plan: &Plan) -> f32 {
+    let mut tt = 0.0f32;
+    for b in 0..plan.nb {
+        let bits = (p.add(b * F::BB + 2) as *const u16).read_unaligned();
+        let t = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)));
+        tt = t.mul_add(*plan.block_sums.get_unchecked(b), tt);
+    }
+    tt
+}
+
+/// `R` consecutive weight rows at `p` times the `M` planned activation rows: output
+/// `(m, r)` goes to `out[m · n + r]`. The same arithmetic per output as [`rows_zmm`]
+/// (`d_w · d_x` formed per lane from the same two f32 values).
+#[inline(always)]
+unsafe fn rows_zmm_m<F: Blocks, const R: usize, const M: usize>(
+    p: *const u8,
+    row_bytes: usize,
+    plans: &[Plan],
+    dw: &mut [f32],
+    out: *mut f32,
+    n: usize,
+) {
+    let nb = plans[0].nb;
+    let stride = plans[0].dx.len();
+    for r in 0..R {
+        row_dw::<F>(p.add(r * row_bytes), nb, &mut dw[r * stride..]);
+    }
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let spread = |v: *const f32| {
+        _mm512_permutexvar_ps(
+            halves,
+            _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(v as *const f64))),
+        )
+    };
+    let mut acc = [[_mm512_setzero_ps(); R]; M];
+    let mut b = 0;
+    while b < nb {
+        let half = b + 1 == nb;
+        let q: [__m512i; M] = std::array::from_fn(|m| {
+            _mm512_loadu_si512(plans[m].qs.as_ptr().add(b * BLOCK) as *const _)
+        });
+        let c: [__m512i; M] = std::array::from_fn(|m| {
+            _mm512_loadu_si512(plans[m].corr.as_ptr().add(b * LANES) as *const _)
+        });
+        let dx: [__m512; M] = std::array::from_fn(|m| spread(plans[m].dx.as_ptr().add(b)));
+        for r in 0..R {
+            let u = u_pair::<F>(p.add(r * row_bytes), b, half);
+            let dwr = spread(dw.as_ptr().add(r * stride + b));
+            for m in 0..M {
+                let f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c[m], u, q[m]));
+                let s = _mm512_mul_ps(dwr, dx[m]);
+                acc[m][r] = if half {
+                    _mm512_mask3_fmadd_ps(f, s, acc[m][r], 0x00FF)
+                } else {
+                    _mm512_fmadd_ps(f, s, acc[m][r])
+                };
+            }
+        }
+        b += 2;
+    }
+    for m in 0..M {
+        let mut y = [0.0f32; 4];
+        let sums = reduce4(std::array::from_fn(|r| {
+            if r < R {
+                acc[m][r]
+            } else {
+                _mm512_setzero_ps()
+            }
+        }));
+        _mm_storeu_ps(y.as_mut_ptr(), sums);
+        for r in 0..R {
+            let mut v = y[r];
+            if F::FORMAT == Format::Q4_1 {
+                v += min_term_q41::<F>(p.add(r * row_bytes), &plans[m]);
+            }
+            *out.add(m * n + r) = v;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn gemv_rows_zmm_m<F: Blocks, const M: usize>(
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    r0: usize,
+    out: *mut f32,
+    n: usize,
+) {
+    let plans: Vec<Plan> = (0..M)
+        .map(|m| Plan::new(x, r0 + m, F::FORMAT.offset()))
+        .collect();
+    let mut dw = vec![0.0f32; 4 * plans[0].dx.len()];
+    let rows = bytes.len() / row_bytes;
+    let p = bytes.as_ptr();
+    let mut j = 0;
+    // Four weight rows at a time for two activation rows; two for three or four (the
+    // accumulators and the activations' registers must fit in 32).
+    const fn step(m: usize) -> usize {
+        if m <= 2 {
+            4
+        } else {
+            2
+        }
+    }
+    while j + step(M) <= rows {
+        if M <= 2 {
+            rows_zmm_m::<F, 4, M>(
+                p.add(j * row_bytes),
+                row_bytes,
+                &plans,
+                &mut dw,
+                out.add(j),
+                n,
+            );
+            j += 4;
+        } else {
+            rows_zmm_m::<F, 2, M>(
+                p.add(j * row_bytes),
+                row_bytes,
+                &plans,
+                &mut dw,
+                out.add(j),
+                n,
+            );
+            j += 2;
+        }
+    }
+    while j < rows {
+        rows_zmm_m::<F, 1, M>(
+            p.add(j * row_bytes),
+            row_bytes,
+            &plans,
+            &mut dw,
+            out.add(j),
+            n,
+        );
+        j += 1;
+    }
+}
+
+/// Activation rows `r0..r0 + m` of `x` (`m` = 2–4) times the consecutive weight rows in
+/// `bytes` (a 32-weight format), with AVX-512 VNNI: row `r0 + i` times weight row `j` goes
+/// to `out[i · n + j]`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VL/VNNI; `out` must hold `(m − 1) · n + rows` values.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemv_blocks_rows_zmm_m(
+    format: Format,
+    bytes: &[u8],
+    row_bytes: usize,
+    x: &QuantizedRows,
+    r0: usize,
+    m: usize,
+    out: *mut f32,
+    n: usize,
+) {
+    macro_rules! go {
+        ($f:ty) => {
+            match m {
+                2 => gemv_rows_zmm_m::<$f, 2>(bytes, row_bytes, x, r0, out, n),
+                3 => gemv_rows_zmm_m::<$f, 3>(bytes, row_bytes, x, r0, out, n),
+                _ => gemv_rows_zmm_m::<$f, 4>(bytes, row_bytes, x, r0, out, n),
+            }
+        };
+    }
+    match format {
+        Format::Q4_0 => go!(Q40),
+        Format::Q4_1 => go!(Q41),
+        Format::Q5_0 => go!(Q50),
+        Format::Q8_0 => go!(Q80),
+        Format::Q4K | Format::Q6K => unreachable!("K-quant rows take the K-quant kernels"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // K-quants (Q4_K, Q6_K): one activation row times `J` weight rows at a time.
 
 /// How far ahead (bytes) the K-quant rows kernel prefetches the weights (as the other
