@@ -13,7 +13,9 @@
 //!    (K-quants: 8 weight rows interleaved by [`x86::InterleavedK8`] on AVX2, 16 by
 //!    [`x86::InterleavedK16`] on AVX-512, times up to 8 activation rows);
 //! 4. the kernels ([`x86`]: 512-bit AVX-512 VNNI or 256-bit AVX2; else [`portable`]) form
-//!    exact integer sums and accumulate them in f32 in one fixed order.
+//!    exact integer sums and accumulate them in f32 in one fixed order; for one activation
+//!    row (and two to four of the 32-weight formats on AVX-512) [`x86_rows`] takes each
+//!    thread's weight rows in one call, four rows at a time.
 //!
 //! Every output element is computed by the same sequence of operations whatever `m`,
 //! the path, the tile it falls in or the thread that runs it, so a row's result never
