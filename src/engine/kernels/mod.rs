@@ -437,7 +437,7 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
                 });
             }
             #[cfg(target_arch = "x86_64")]
-            if q.m <= SMALL_BATCH && isa == Isa::Vnni {
+            if (2..=SMALL_BATCH).contains(&q.m) && isa == Isa::Vnni {
                 return few_rows(w, q.m, y, |bytes, rb, r0, m, out, n| unsafe {
                     // SAFETY: the ISA was detected (see `Isa`); `few_rows` hands out the
                     // task's own columns.

@@ -291,3 +291,15 @@ fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn an_empty_batch_gives_an_empty_product() {
+    for (format, _) in FORMATS {
+        let w = QuantMatrix::synthetic(format, 5, 256, 1).unwrap();
+        for isa in Isa::available() {
+            let q = Activations::quantize(format, &[], 0, 256);
+            let mut y = vec![];
+            matmul(isa, &w, &q, &mut y);
+        }
+    }
+}
