@@ -13,7 +13,9 @@
 //!    (K-quants: 8 weight rows interleaved by [`x86::InterleavedK8`] on AVX2, 16 by
 //!    [`x86::InterleavedK16`] on AVX-512, times up to 8 activation rows);
 //! 4. the kernels ([`x86`]: 512-bit AVX-512 VNNI or 256-bit AVX2; else [`portable`]) form
-//!    exact integer sums and accumulate them in f32 in one fixed order.
+//!    exact integer sums and accumulate them in f32 in one fixed order; for one activation
+//!    row (and two to four of the 32-weight formats on AVX-512) [`x86_rows`] takes each
+//!    thread's weight rows in one call, four rows at a time.
 //!
 //! Every output element is computed by the same sequence of operations whatever `m`,
 //! the path, the tile it falls in or the thread that runs it, so a row's result never
@@ -83,6 +85,8 @@ pub mod formats;
 pub mod portable;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_rows;
 
 use crate::engine::config::Kernels;
 use activations::{QuantizedRows, QuantizedRowsK};
@@ -422,7 +426,22 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             if q.m == 1 && isa == Isa::Vnni {
                 // SAFETY: the ISA was detected (see `Isa`).
                 return one_row(w, y, |bytes, rb, out| unsafe {
-                    x86::gemv_blocks_rows_vnni(w.format, bytes, rb, q, out)
+                    x86_rows::gemv_blocks_rows_zmm(w.format, bytes, rb, q, 0, out)
+                });
+            }
+            #[cfg(target_arch = "x86_64")]
+            if q.m == 1 && isa == Isa::Avx2 {
+                // SAFETY: the ISA was detected (see `Isa`).
+                return one_row(w, y, |bytes, rb, out| unsafe {
+                    x86_rows::gemv_blocks_rows_ymm(w.format, bytes, rb, q, 0, out)
+                });
+            }
+            #[cfg(target_arch = "x86_64")]
+            if (2..=SMALL_BATCH).contains(&q.m) && isa == Isa::Vnni {
+                return few_rows(w, q.m, y, |bytes, rb, r0, m, out, n| unsafe {
+                    // SAFETY: the ISA was detected (see `Isa`); `few_rows` hands out the
+                    // task's own columns.
+                    x86_rows::gemv_blocks_rows_zmm_m(w.format, bytes, rb, q, r0, m, out, n)
                 });
             }
             #[cfg(target_arch = "x86_64")]
@@ -455,7 +474,14 @@ pub fn matmul(isa: Isa, w: &QuantMatrix, x: &Activations, y: &mut [f32]) {
             if q.m == 1 && isa == Isa::Vnni {
                 // SAFETY: the ISA was detected (see `Isa`).
                 return one_row(w, y, |bytes, rb, out| unsafe {
-                    x86::gemv_k_rows_vnni(w.format, bytes, rb, q, out)
+                    x86_rows::gemv_k_rows_zmm(w.format, bytes, rb, q, 0, out)
+                });
+            }
+            #[cfg(target_arch = "x86_64")]
+            if q.m == 1 && isa == Isa::Avx2 {
+                // SAFETY: the ISA was detected (see `Isa`).
+                return one_row(w, y, |bytes, rb, out| unsafe {
+                    x86_rows::gemv_k_rows_ymm(w.format, bytes, rb, q, 0, out)
                 });
             }
             #[cfg(target_arch = "x86_64")]
@@ -661,16 +687,54 @@ fn drive_interleaved<const N: usize, Il>(
 pub const SMALL_BATCH: usize = 4;
 
 /// One activation row (decoding): each thread's share of the weight rows goes to
-/// `rows(bytes, row_bytes, out)` in one call — consecutive rows, one output each — so the
-/// kernel runs its loop over rows itself (6% faster decoding than a call per row).
+/// `rows(bytes, row_bytes, out)` in one call (or four, for a large matrix) — consecutive
+/// rows, one output each — so the kernel runs its loop over rows itself, several rows at a
+/// time ([`x86_rows`]).
 #[cfg(target_arch = "x86_64")]
 fn one_row(w: &QuantMatrix, y: &mut [f32], rows: impl Fn(&[u8], usize, &mut [f32]) + Sync) {
     let rb = w.format.row_bytes(w.cols);
-    let chunk = w.rows.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    // A matrix of several megabytes (an output projection) in four chunks per thread, so a
+    // thread that the OS delays hands its last chunks to the others; smaller ones in one
+    // chunk per thread (fewer hand-offs).
+    let per_thread = if w.byte_len() >= 4 << 20 { 4 } else { 1 };
+    let tasks = rayon::current_num_threads().max(1) * per_thread;
+    let chunk = w.rows.div_ceil(tasks).next_multiple_of(4).max(1);
     let data = w.data.as_slice();
     y.par_chunks_mut(chunk).enumerate().for_each(|(c, out)| {
         let first = c * chunk;
         rows(&data[first * rb..(first + out.len()) * rb], rb, out);
+    });
+}
+
+/// Two to four activation rows: each thread's share of the weight rows goes to
+/// `rows(bytes, row_bytes, 0, m, out, n)` in one call, `out` pointing at `y[j0]` (row `i`,
+/// column `j0 + jj` at `out[i · n + jj]`).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::type_complexity)]
+fn few_rows(
+    w: &QuantMatrix,
+    m: usize,
+    y: &mut [f32],
+    rows: impl Fn(&[u8], usize, usize, usize, *mut f32, usize) + Sync,
+) {
+    let (n, rb) = (w.rows, w.format.row_bytes(w.cols));
+    let per_thread = if w.byte_len() >= 4 << 20 { 4 } else { 1 };
+    let tasks = rayon::current_num_threads().max(1) * per_thread;
+    let chunk = n.div_ceil(tasks).next_multiple_of(4).max(1);
+    let data = w.data.as_slice();
+    let out = OutPtr(y.as_mut_ptr());
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let out = &out;
+        let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+        // SAFETY: columns j0..j1 of every row belong to this task alone.
+        rows(
+            &data[j0 * rb..j1 * rb],
+            rb,
+            0,
+            m,
+            unsafe { out.0.add(j0) },
+            n,
+        );
     });
 }
 

@@ -204,3 +204,102 @@ fn wrong_sizes_are_refused() {
     let m = QuantMatrix::new(Format::Q8_0, 2, 32, WeightBytes::Owned(vec![0; 68])).unwrap();
     assert!(m.dequantize_rows(&[2]).is_err());
 }
+
+/// The one-activation-row kernels that take many weight rows per call (four at a time,
+/// then the rest; for the 32-weight formats two blocks per 512-bit register, then a lone
+/// last block) give the bits of the portable kernel for every row count, every block or
+/// super-block count (odd ones included) and every activation row of a batch.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn many_row_kernels_match_the_portable_kernel_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let best = Isa::best();
+    for (format, _) in FORMATS {
+        let ks: &[usize] = if format.is_k_quant() {
+            &[256, 512, 768, 1536]
+        } else {
+            &[32, 64, 96, 544, 640, 896]
+        };
+        for &k in ks {
+            for n in [1, 2, 3, 4, 5, 7, 8, 9, 17] {
+                let w = QuantMatrix::new(
+                    format,
+                    n,
+                    k,
+                    WeightBytes::Owned(random_matrix(format, n, k, &mut rng)),
+                )
+                .unwrap();
+                let m = 3;
+                let q = Activations::quantize(format, &random_activations(m, k, &mut rng), m, k);
+                let mut want = vec![0.0; m * n];
+                matmul(Isa::Portable, &w, &q, &mut want);
+                // Two to four rows at once (batched decoding) through `matmul`, every ISA.
+                for mm in 2..=4 {
+                    let qm =
+                        Activations::quantize(format, &random_activations(mm, k, &mut rng), mm, k);
+                    let mut want_m = vec![0.0; mm * n];
+                    matmul(Isa::Portable, &w, &qm, &mut want_m);
+                    for isa in Isa::available() {
+                        let mut got = vec![0.0; mm * n];
+                        matmul(isa, &w, &qm, &mut got);
+                        assert_eq!(
+                            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            want_m.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            "{format:?} {isa:?} k={k} n={n} m={mm}"
+                        );
+                    }
+                }
+                let bytes: Vec<u8> = (0..n).flat_map(|j| w.row_bytes(j).to_vec()).collect();
+                let rb = format.row_bytes(k);
+                for row in 0..m {
+                    let want_row: Vec<u32> = want[row * n..(row + 1) * n]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    let mut got = vec![0.0f32; n];
+                    // SAFETY: AVX2/FMA/F16C (and AVX-512 VNNI) are checked by `Isa::best`.
+                    if best != Isa::Portable {
+                        unsafe {
+                            match &q {
+                                Activations::Blocks(qb) => x86_rows::gemv_blocks_rows_ymm(
+                                    format, &bytes, rb, qb, row, &mut got,
+                                ),
+                                Activations::K(qk) => {
+                                    x86_rows::gemv_k_rows_ymm(format, &bytes, rb, qk, row, &mut got)
+                                }
+                            }
+                        };
+                        let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(bits, want_row, "{format:?} AVX2 k={k} n={n} row {row}");
+                    }
+                    if best == Isa::Vnni {
+                        unsafe {
+                            match &q {
+                                Activations::Blocks(qb) => x86_rows::gemv_blocks_rows_zmm(
+                                    format, &bytes, rb, qb, row, &mut got,
+                                ),
+                                Activations::K(qk) => {
+                                    x86_rows::gemv_k_rows_zmm(format, &bytes, rb, qk, row, &mut got)
+                                }
+                            }
+                        };
+                        let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(bits, want_row, "{format:?} AVX-512 k={k} n={n} row {row}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_empty_batch_gives_an_empty_product() {
+    for (format, _) in FORMATS {
+        let w = QuantMatrix::synthetic(format, 5, 256, 1).unwrap();
+        for isa in Isa::available() {
+            let q = Activations::quantize(format, &[], 0, 256);
+            let mut y = vec![];
+            matmul(isa, &w, &q, &mut y);
+        }
+    }
+}

@@ -20,7 +20,7 @@ const PREFETCH_AHEAD: usize = 4096;
 /// A little-endian f16 at `b[0..2]` as f32, with the F16C instruction.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_at(b: &[u8]) -> f32 {
+pub(super) unsafe fn f16_at(b: &[u8]) -> f32 {
     let bits = u16::from_le_bytes([b[0], b[1]]);
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
@@ -105,7 +105,7 @@ pub unsafe fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]
 /// Horizontal sum in the order of [`super::portable::hsum`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum(v: __m256) -> f32 {
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
     let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
@@ -375,7 +375,7 @@ pub unsafe fn tile_avx2<const R: usize, const J: usize>(
 /// order).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_i32_x4(v: [__m256i; 4]) -> __m128i {
+pub(super) unsafe fn hsum_i32_x4(v: [__m256i; 4]) -> __m128i {
     // Per 128-bit half, lane r: the half's sum of v[r]; then the halves added.
     let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
@@ -415,7 +415,7 @@ unsafe fn min_term_k_avx2(mins: *const f32, x: &QuantizedRowsK, row: usize) -> f
 /// K-quant tile a third more instructions in its inner loop.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn dpwssd512(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+pub(super) unsafe fn dpwssd512(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
     let mut acc = acc;
     std::arch::asm!(
         "vpdpwssd {acc}, {a}, {b}",
@@ -431,7 +431,7 @@ unsafe fn dpwssd512(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
 /// value is its low four bits from `ql` and its high two from `qh` (0..=63).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6k_blocks(sb: *const u8, n: usize) -> [__m256i; 4] {
+pub(super) unsafe fn q6k_blocks(sb: *const u8, n: usize) -> [__m256i; 4] {
     let lo4 = _mm256_set1_epi8(0x0F);
     let hi2 = _mm256_set1_epi8(0x30);
     let ql0 = _mm256_loadu_si256(sb.add(n * 64) as *const __m256i);
