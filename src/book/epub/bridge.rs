@@ -24,6 +24,9 @@ pub struct Bridged {
     pub atoms: Vec<String>,
 }
 
+/// The label of a note's Markdown footnote definition.
+const NOTE_LABEL: &str = "[^note]: ";
+
 /// A tag with the whitespace XML normalises in attribute values made plain spaces.
 fn normalize_tag(tag: &str) -> String {
     tag.replace(['\n', '\r', '\t'], " ")
@@ -35,7 +38,7 @@ fn is_noteref(start_tag: &str) -> bool {
 }
 
 /// The Markdown for the nodes of a block.
-pub fn forward(doc: &str, nodes: &[&Node], heading: Option<u8>) -> Bridged {
+pub fn forward(doc: &str, nodes: &[&Node], heading: Option<u8>, footnote: bool) -> Bridged {
     let mut b = Bridged::default();
     let mut text = String::new();
     for (i, n) in nodes.iter().enumerate() {
@@ -45,6 +48,9 @@ pub fn forward(doc: &str, nodes: &[&Node], heading: Option<u8>) -> Bridged {
     let line = text.trim_matches(' ');
     b.markdown = match heading {
         Some(level) => format!("{} {}", "#".repeat(level as usize), line),
+        // A note as a Markdown footnote definition, so that the units keep a cited work
+        // as published, as they do for a Markdown book's notes.
+        None if footnote => format!("{NOTE_LABEL}{}", escape_line_start(line)),
         None => escape_line_start(line),
     };
     b
@@ -185,6 +191,10 @@ pub fn reverse(md: &str, b: &Bridged) -> Option<String> {
     let md = md.trim();
     let md = if b.markdown.starts_with('#') {
         md.trim_start_matches('#').trim_start()
+    } else if b.markdown.starts_with(NOTE_LABEL) {
+        md.strip_prefix(NOTE_LABEL.trim_end())
+            .unwrap_or(md)
+            .trim_start()
     } else {
         md
     };
@@ -290,7 +300,7 @@ mod tests {
         let doc = format!("<p>{inner}</p>");
         let nodes = xhtml::parse(&doc).unwrap();
         let kids: Vec<&Node> = nodes[0].children().iter().collect();
-        forward(&doc, &kids, heading)
+        forward(&doc, &kids, heading, false)
     }
 
     #[test]
@@ -345,5 +355,11 @@ mod tests {
             "1. First"
         );
         assert_eq!(plain_text("A <em>b</em> &amp; c"), "A b &amp; c");
+        let doc = "<p>Shinn, N. Reflexion. 2023.</p>";
+        let nodes = xhtml::parse(doc).unwrap();
+        let kids: Vec<&Node> = nodes[0].children().iter().collect();
+        let note = forward(doc, &kids, None, true);
+        assert_eq!(note.markdown, "[^note]: Shinn, N. Reflexion. 2023.");
+        assert_eq!(reverse("[^note]: 见 Shinn。", &note).unwrap(), "见 Shinn。");
     }
 }

@@ -100,7 +100,7 @@ impl Epub {
                     let mut inside = Vec::new();
                     xhtml::nodes_in(&nodes, &b.inner, &mut inside);
                     let inside: Vec<&xhtml::Node> = inside.iter().collect();
-                    bridge::forward(&text, &inside, b.heading)
+                    bridge::forward(&text, &inside, b.heading, b.footnote)
                 })
                 .collect();
             docs.push(Doc {

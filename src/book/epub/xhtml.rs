@@ -258,6 +258,8 @@ pub struct Block {
     pub name: String,
     /// The heading level for `h1`–`h6`.
     pub heading: Option<u8>,
+    /// Inside a footnote or endnote (`epub:type="footnote"`, `role="doc-endnote"`…).
+    pub footnote: bool,
 }
 
 impl Block {
@@ -315,7 +317,29 @@ pub(super) fn blocks(doc: &str, nodes: &[Node]) -> Vec<Block> {
             }
         }
     }
+    let mut notes = Vec::new();
+    notes_in(doc, nodes, &mut notes);
+    for b in &mut out {
+        b.footnote = notes
+            .iter()
+            .any(|r| r.start <= b.inner.start && b.inner.end <= r.end);
+    }
     out
+}
+
+/// The ranges of the footnotes and endnotes under `nodes` (their `epub:type` or ARIA role).
+fn notes_in(doc: &str, nodes: &[Node], out: &mut Vec<Range<usize>>) {
+    for n in nodes {
+        let tag = n.start_tag(doc);
+        let note = ["footnote", "endnote", "rearnote"].iter().any(|t| {
+            tag.contains(&format!("epub:type=\"{t}")) || tag.contains(&format!("doc-{t}"))
+        });
+        if note {
+            out.push(n.range.clone());
+        } else {
+            notes_in(doc, n.children(), out);
+        }
+    }
 }
 
 /// The first element named `name`, depth first.
@@ -351,6 +375,7 @@ fn collect(doc: &str, el: &Node, out: &mut Vec<Block>) {
                 element: Some(el.range.clone()),
                 name: name.to_string(),
                 heading,
+                footnote: false,
             });
         }
         return;
@@ -380,6 +405,7 @@ fn flush(doc: &str, run: &[&Node], out: &mut Vec<Block>) {
             element: None,
             name: String::new(),
             heading: None,
+            footnote: false,
         });
     }
 }
@@ -439,6 +465,7 @@ fn comment_blocks(doc: &str, pre: &Node, out: &mut Vec<Block>) {
         element: None,
         name: "comment".into(),
         heading: None,
+        footnote: false,
     }));
 }
 
