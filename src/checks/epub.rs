@@ -108,15 +108,23 @@ fn entries(e: &Epub) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
     Ok(out)
 }
 
-/// A document's layout and each block's markup.
+/// A document's layout and each block's markup. The prose blocks are compared one to one;
+/// code is compared with its comments left out (a comment's translation may be written in
+/// any script), the rest of the layout byte for byte.
 fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
-    if source.blocks.len() != target.blocks.len() {
+    let prose = |d: &Doc| -> Vec<usize> {
+        (0..d.blocks.len())
+            .filter(|&k| !d.blocks[k].is_comment())
+            .collect()
+    };
+    let (sp, tp) = (prose(source), prose(target));
+    if sp.len() != tp.len() {
         out.push(finding(
             &source.path,
             format!(
                 "{} blocks of text in the source, {} in the translation",
-                source.blocks.len(),
-                target.blocks.len()
+                sp.len(),
+                tp.len()
             ),
             "a block was added or lost: translate the document again",
         ));
@@ -129,7 +137,15 @@ fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
             "translate the document again; only text inside blocks may change",
         ));
     }
-    for (k, (s, t)) in source.bridged.iter().zip(&target.bridged).enumerate() {
+    if code_without_comments(source) != code_without_comments(target) {
+        out.push(finding(
+            &source.path,
+            "a code block differs from the source's outside its comments".into(),
+            "copy the source's code back; only comments may be translated",
+        ));
+    }
+    for (n, (&ks, &kt)) in sp.iter().zip(&tp).enumerate() {
+        let (s, t) = (&source.bridged[ks], &target.bridged[kt]);
         let mut what = Vec::new();
         if sorted(&s.tags) != sorted(&t.tags) {
             what.push("tags or attributes");
@@ -145,7 +161,7 @@ fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
                 &source.path,
                 format!(
                     "block {}: {} differ from the source's: {}",
-                    k + 1,
+                    n + 1,
                     what.join(", "),
                     s.markdown
                 ),
@@ -153,6 +169,16 @@ fn documents(source: &Doc, target: &Doc, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// Each code block's lines with everything from a comment marker on left out.
+fn code_without_comments(doc: &Doc) -> Vec<String> {
+    static COMMENT: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"(?m)(#|//|--).*$").unwrap());
+    doc.code_ranges()
+        .into_iter()
+        .map(|r| COMMENT.replace_all(&doc.text[r], "").into_owned())
+        .collect()
 }
 
 fn codes(b: &crate::book::epub::Bridged) -> Vec<&str> {
@@ -167,14 +193,25 @@ fn sorted(v: &[String]) -> Vec<&String> {
     v
 }
 
-/// The document without its blocks' text and without the root element's start tag.
+/// The document without its prose blocks' text, its code and the root element's start tag.
 fn skeleton(doc: &Doc) -> String {
+    let mut cut: Vec<std::ops::Range<usize>> = doc
+        .blocks
+        .iter()
+        .filter(|b| !b.is_comment())
+        .map(|b| b.inner.clone())
+        .chain(doc.code_ranges())
+        .collect();
+    cut.sort_by_key(|r| r.start);
     let mut text = String::new();
     let mut at = 0;
-    for b in &doc.blocks {
-        text.push_str(&doc.text[at..b.inner.start]);
+    for r in cut {
+        if r.start < at {
+            continue;
+        }
+        text.push_str(&doc.text[at..r.start]);
         text.push('\u{1}');
-        at = b.inner.end;
+        at = r.end;
     }
     text.push_str(&doc.text[at..]);
     match (

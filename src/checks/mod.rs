@@ -73,6 +73,7 @@ pub enum Category {
     /// Line endings of another style than the source's (CRLF or LF).
     LineEnding,
     /// An EPUB's resources, package, layout, per-block markup and table of contents.
+    #[serde(rename = "epub_package")]
     Package,
 }
 

@@ -41,6 +41,18 @@ pub struct Doc {
     pub bridged: Vec<Bridged>,
 }
 
+impl Doc {
+    /// The content ranges of the document's `pre` elements (code), in order.
+    pub fn code_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let Ok(nodes) = xhtml::parse(&self.text) else {
+            return Vec::new();
+        };
+        let mut pres = Vec::new();
+        package::all(&nodes, "pre", &mut pres);
+        pres.iter().map(|n| n.inner()).collect()
+    }
+}
+
 /// An EPUB read into memory.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Epub {
