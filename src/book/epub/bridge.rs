@@ -69,7 +69,7 @@ fn emit(doc: &str, n: &Node, next: Option<&str>, b: &mut Bridged, out: &mut Stri
                 if std::mem::take(&mut space) {
                     out.push(' ');
                 }
-                if matches!(c, '\\' | '`') {
+                if matches!(c, '\\' | '`' | '*') {
                     out.push('\\');
                 }
                 out.push(c);
@@ -94,6 +94,17 @@ fn emit(doc: &str, n: &Node, next: Option<&str>, b: &mut Bridged, out: &mut Stri
             if ATOMIC.contains(&name.as_str()) || is_noteref(start) {
                 return atom(raw, b, out);
             }
+            if let Some(mark) = emphasis_mark(start, n.end_tag(doc)) {
+                // Plain emphasis as Markdown's, which the units and the model know (a
+                // cited work's title in italics, a term introduced in bold).
+                out.push_str(mark);
+                for (i, c) in children.iter().enumerate() {
+                    let next = children.get(i + 1).map(|m| &doc[m.range.clone()]);
+                    emit(doc, c, next, b, out);
+                }
+                out.push_str(mark);
+                return;
+            }
             let tag = normalize_tag(start);
             out.push_str(&tag);
             b.tags.push(tag);
@@ -109,6 +120,15 @@ fn emit(doc: &str, n: &Node, next: Option<&str>, b: &mut Bridged, out: &mut Stri
             out.push_str(&end);
             b.tags.push(end);
         }
+    }
+}
+
+/// `*` for `<em>…</em>` and `**` for `<strong>…</strong>` written without attributes.
+fn emphasis_mark(start: &str, end: &str) -> Option<&'static str> {
+    match (start, end) {
+        ("<em>", "</em>") => Some("*"),
+        ("<strong>", "</strong>") => Some("**"),
+        _ => None,
     }
 }
 
@@ -137,7 +157,7 @@ fn decode_ref(raw: &str, next: &str) -> String {
     match c {
         Some('&') if looks_like_ref(next) => raw.to_string(),
         Some('<') | None => raw.to_string(),
-        Some(c) if matches!(c, '\\' | '`') => format!("\\{c}"),
+        Some(c) if matches!(c, '\\' | '`' | '*') => format!("\\{c}"),
         Some(c) => c.to_string(),
     }
 }
@@ -200,6 +220,7 @@ pub fn reverse(md: &str, b: &Bridged) -> Option<String> {
     };
     let mut out = String::with_capacity(md.len() + 16);
     let mut codes_used = vec![false; b.codes.len()];
+    let mut open: Vec<&str> = Vec::new();
     let mut i = 0;
     while i < md.len() {
         let rest = &md[i..];
@@ -237,12 +258,38 @@ pub fn reverse(md: &str, b: &Bridged) -> Option<String> {
                     out.push(' ');
                     i += 1;
                 }
+                ('*', _) => {
+                    let run = rest.bytes().take_while(|&c| c == b'*').count();
+                    let tags: &[&str] = match run {
+                        1 => &["em"],
+                        2 => &["strong"],
+                        3 if open.ends_with(&["strong", "em"]) => &["em", "strong"],
+                        3 if open.ends_with(&["em", "strong"]) => &["strong", "em"],
+                        3 => &["strong", "em"],
+                        _ => return None,
+                    };
+                    for tag in tags {
+                        if open.last() == Some(tag) {
+                            open.pop();
+                            out.push_str(&format!("</{tag}>"));
+                        } else if open.contains(tag) {
+                            return None;
+                        } else {
+                            open.push(tag);
+                            out.push_str(&format!("<{tag}>"));
+                        }
+                    }
+                    i += run;
+                }
                 _ => {
                     push_escaped(&mut out, c);
                     i += c.len_utf8();
                 }
             }
         }
+    }
+    if !open.is_empty() {
+        return None;
     }
     let wrapped = format!("<q>{out}</q>");
     xhtml::parse(&wrapped).ok()?;
@@ -330,9 +377,25 @@ mod tests {
     }
 
     #[test]
+    fn plain_emphasis_travels_as_markdown() {
+        let b = bridge(
+            "A <em>cited</em> work, <strong>a term</strong>, <strong><em>both</em></strong>, 2*3",
+            None,
+        );
+        assert_eq!(b.markdown, "A *cited* work, **a term**, ***both***, 2\\*3");
+        assert!(b.tags.is_empty());
+        assert_eq!(
+            reverse("一部*被引*的作品，**术语**，***两者***，2\\*3", &b).unwrap(),
+            "一部<em>被引</em>的作品，<strong>术语</strong>，<strong><em>两者</em></strong>，2*3"
+        );
+        assert_eq!(reverse("*a **b* c**", &b), None);
+        assert_eq!(reverse("*open", &b), None);
+    }
+
+    #[test]
     fn broken_nesting_and_stray_markup() {
-        let b = bridge("a <em>b</em> c", None);
-        assert_eq!(reverse("</em>x<em>", &b), None);
+        let b = bridge("a <em class=\"k\">b</em> c", None);
+        assert_eq!(reverse("</em>x<em class=\"k\">", &b), None);
         assert_eq!(reverse("x < y & z", &b).unwrap(), "x &lt; y &amp; z");
         assert_eq!(reverse("<b>x</b>", &b).unwrap(), "&lt;b&gt;x&lt;/b&gt;");
     }
@@ -340,11 +403,8 @@ mod tests {
     #[test]
     fn headings_and_line_starts() {
         let b = bridge("Intro <em>x</em>", Some(2));
-        assert_eq!(b.markdown, "## Intro <em>x</em>");
-        assert_eq!(
-            reverse("## 引言 <em>x</em>", &b).unwrap(),
-            "引言 <em>x</em>"
-        );
+        assert_eq!(b.markdown, "## Intro *x*");
+        assert_eq!(reverse("## 引言 *x*", &b).unwrap(), "引言 <em>x</em>");
         assert_eq!(
             bridge("# not a heading", None).markdown,
             "\\# not a heading"
