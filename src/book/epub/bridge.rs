@@ -192,11 +192,16 @@ fn collapse(s: &str) -> String {
 /// A backslash before a first character Markdown would read as block syntax.
 fn escape_line_start(line: &str) -> String {
     let digits = line.chars().take_while(char::is_ascii_digit).count();
-    let first = line.chars().next();
-    if matches!(
-        first,
-        Some('#' | '>' | '-' | '+' | '*' | '=' | '|' | '[' | '~' | '_')
-    ) {
+    let mut chars = line.chars();
+    let first = chars.next();
+    // `*` opens emphasis unless a space follows (then it would be a list item).
+    let list_star = first == Some('*') && chars.next().is_none_or(|c| c == ' ' || c == '\t');
+    if list_star
+        || matches!(
+            first,
+            Some('#' | '>' | '-' | '+' | '=' | '|' | '[' | '~' | '_')
+        )
+    {
         format!("\\{line}")
     } else if digits > 0 && matches!(line[digits..].chars().next(), Some('.' | ')')) {
         format!("{}\\{}", &line[..digits], &line[digits..])
@@ -410,6 +415,12 @@ mod tests {
             "\\# not a heading"
         );
         assert_eq!(bridge("1. First", None).markdown, "1\\. First");
+        let bold = bridge("<strong>Note:</strong> read this", None);
+        assert_eq!(bold.markdown, "**Note:** read this");
+        assert_eq!(
+            reverse("**注意：**读这个", &bold).unwrap(),
+            "<strong>注意：</strong>读这个"
+        );
         assert_eq!(
             reverse("1\\. First", &bridge("1. First", None)).unwrap(),
             "1. First"
