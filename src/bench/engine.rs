@@ -98,6 +98,10 @@ pub struct QuireNumbers {
     pub decode_tok_s: f64,
     /// Tokens decoded per run.
     pub decode_tokens: usize,
+    /// Decode of several sequences together (one forward pass per step for all of them),
+    /// each after its own copy of the 512-token prompt.
+    #[serde(default)]
+    pub batch_decode: Vec<BatchDecode>,
     /// Peak resident set size in MiB.
     pub peak_rss_mib: Option<f64>,
     /// Which process the peak RSS covers.
@@ -111,6 +115,20 @@ pub struct QuireNumbers {
     #[serde(default)]
     pub device: String,
 }
+
+/// Decode of `sequences` sequences stepped together.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchDecode {
+    /// Sequences decoded together.
+    pub sequences: usize,
+    /// Tokens of all sequences per second (best run).
+    pub tok_s: f64,
+    /// Tokens per second of each sequence (`tok_s ÷ sequences`).
+    pub per_sequence_tok_s: f64,
+}
+
+/// Batch sizes whose decode `quire bench engine` measures beside the single stream.
+pub const BATCH_SIZES: [usize; 2] = [4, 8];
 
 /// llama.cpp's numbers, from two runs of the Python script.
 #[derive(Debug, Clone, Serialize)]
@@ -307,6 +325,14 @@ pub fn measure_quire_on(
             decode as f64 / dec
         );
     }
+    let batch_decode = if decode > 0 && engine.device.is_cpu() {
+        BATCH_SIZES
+            .iter()
+            .map(|&n| measure_batch_decode(&engine, &ids[..short], n, decode, repeats))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     for r in 0..repeats {
         let mut cache = KvCache::with_capacity(&cfg, &engine.device, ids.len() + 16)?;
         let t = Instant::now();
@@ -335,6 +361,7 @@ pub fn measure_quire_on(
             f64::NAN
         },
         decode_tokens: decode,
+        batch_decode,
         peak_rss_mib: sys::peak_rss_mib(),
         peak_rss_scope: rss_scope.to_string(),
         threads: rayon::current_num_threads(),
@@ -344,6 +371,50 @@ pub fn measure_quire_on(
             engine.kernels.clone()
         },
         device: crate::engine::device::device_kind(&engine.device).to_string(),
+    })
+}
+
+/// Best aggregate decode rate of `n` sequences stepped together for `decode` tokens, each
+/// continuing its own copy of the prompt's cache with its own greedy token.
+fn measure_batch_decode(
+    engine: &Engine,
+    prompt: &[u32],
+    n: usize,
+    decode: usize,
+    repeats: usize,
+) -> Result<BatchDecode> {
+    let cfg = engine.config();
+    let mut base = KvCache::with_capacity(cfg, &engine.device, prompt.len() + 1)?;
+    let first = argmax(&engine.prefill(&mut base, prompt)?)?;
+    let mut best = f64::INFINITY;
+    for r in 0..repeats {
+        let mut caches = (0..n)
+            .map(|_| base.fork(prompt.len(), decode + 16))
+            .collect::<Result<Vec<_>>>()?;
+        let mut next = vec![first; n];
+        let t = Instant::now();
+        for _ in 0..decode {
+            let logits = {
+                let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+                engine.model.forward_rows(&next, &mut refs)?
+            };
+            for (row, token) in next.iter_mut().enumerate() {
+                *token = argmax(&logits.get(row)?)?;
+            }
+        }
+        let dt = t.elapsed().as_secs_f64();
+        best = best.min(dt);
+        eprintln!(
+            "quire: run {}/{repeats}: decode {decode} tokens x {n} sequences {dt:.2}s ({:.1} tok/s in all)",
+            r + 1,
+            (n * decode) as f64 / dt
+        );
+    }
+    let tok_s = (n * decode) as f64 / best;
+    Ok(BatchDecode {
+        sequences: n,
+        tok_s,
+        per_sequence_tok_s: tok_s / n as f64,
     })
 }
 
@@ -935,6 +1006,21 @@ pub fn render_text(r: &EngineReport) -> String {
             2,
             "higher",
         ),
+    ];
+    let mut rows = rows;
+    for b in &q.batch_decode {
+        rows.push(row(
+            format!(
+                "decode {} tok × {} sequences (tok/s, all)",
+                q.decode_tokens, b.sequences
+            ),
+            Some(b.tok_s),
+            l.map(|l| l.decode_tok_s),
+            2,
+            "higher",
+        ));
+    }
+    rows.extend([
         row(
             "model load (s)".into(),
             Some(q.load_s),
@@ -956,7 +1042,7 @@ pub fn render_text(r: &EngineReport) -> String {
             0,
             "lower",
         ),
-    ];
+    ]);
     let mut s = String::new();
     s.push_str(&format!(
         "model    {} ({:.1} MB file)\n",
@@ -1008,6 +1094,11 @@ pub fn render_text(r: &EngineReport) -> String {
         "\npeak RSS of Quire covers: {}; llama.cpp's is its Python process (ru_maxrss). Model file in the OS page cache (warm disk).\n",
         q.peak_rss_scope
     ));
+    if !q.batch_decode.is_empty() {
+        s.push_str(
+            "decode × N sequences: N copies of the 512-token prompt's cache stepped together, one forward pass a step (how `quire translate` decodes its units); the llama.cpp column is its single-stream decode.\n",
+        );
+    }
     let w = &r.weights;
     if r.device != "cpu" {
         s.push_str(&format!(
