@@ -534,7 +534,8 @@ fn sub_segment(seg: &Segment, text: &str) -> Segment {
 }
 
 /// Sentences of a line of prose: cut after `.`, `!`, `?` (or their full-width forms)
-/// followed by a space, never inside a placeholder.
+/// followed by a space, never inside a placeholder, nor inside brackets or parentheses (a
+/// link's text `[1.2. Pipes](url)` or an aside stays whole with its marks).
 pub fn split_sentences(text: &str) -> Vec<String> {
     sentence_ranges(text)
         .into_iter()
@@ -545,12 +546,17 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 /// The byte ranges of [`split_sentences`]' sentences in `text` (untrimmed; at least one).
 pub fn sentence_ranges(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    let mut start = 0;
+    let (mut start, mut depth) = (0, 0usize);
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     for w in chars.windows(2) {
         let ((i, c), (j, next)) = (w[0], w[1]);
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
         let end = matches!(c, '.' | '!' | '?' | '。' | '！' | '？');
-        let cut = end && (next == ' ' || matches!(c, '。' | '！' | '？'));
+        let cut = depth == 0 && end && (next == ' ' || matches!(c, '。' | '！' | '？'));
         if cut && text[start..i + c.len_utf8()].trim().len() > 1 {
             out.push(start..j);
             start = j;
@@ -674,6 +680,24 @@ mod tests {
             vec!["Use {{1}} first.", "Then run it!", "Done?"]
         );
         assert_eq!(split_sentences("v1.5 is out"), vec!["v1.5 is out"]);
+        // A link's text and an aside keep their sentence ends inside their marks.
+        assert_eq!(
+            split_sentences("[1.2.8. Named pipes (FIFOs)](ch01.html#fifo)"),
+            vec!["[1.2.8. Named pipes (FIFOs)](ch01.html#fifo)"]
+        );
+        assert_eq!(
+            split_sentences("See [Dr. Lee's notes](x.html). Then (as in Fig. 2. above) stop. End."),
+            vec![
+                "See [Dr. Lee's notes](x.html).",
+                "Then (as in Fig. 2. above) stop.",
+                "End."
+            ]
+        );
+        // A stray closing mark does not stop the cuts after it.
+        assert_eq!(
+            split_sentences("a) One. b) Two."),
+            vec!["a) One.", "b) Two."]
+        );
         // Full-width ends cut without a space; the ranges cover the line.
         let zh = "先缓存。再复用！A 句. 完";
         assert_eq!(
