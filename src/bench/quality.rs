@@ -15,7 +15,7 @@
 //! Measures, for each system and chapter (see [`measure`]):
 //! * **structure errors**: error-severity findings of [`crate::checks::check_pair`] in the
 //!   [`Category::STRUCTURE`]; error-severity `number` findings are counted separately;
-//! * **blocked units** (Quire only), from the run's [`crate::translate::manager::RunSummary`];
+//! * **blocked units** (Quire only), from the run's [`crate::translate::RunSummary`];
 //! * **house-term share** ([`house_term_share`]): per house term, source occurrences whose
 //!   target appears in the translation; overall and the worst term;
 //! * **untranslated English** ([`untranslated_english`]): ordinary lowercase English words
