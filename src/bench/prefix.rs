@@ -32,7 +32,7 @@ use crate::engine::{Engine, LoadOptions};
 use crate::glossary::{Glossary, GlossaryEntry};
 use crate::prompts::agents::{translate_prompt, DEFAULT_GUIDE};
 use crate::translate::glossary_agent::house_terms;
-use crate::translate::manager::inject_house_terms;
+use crate::translate::inject_house_terms;
 use crate::translate::passage;
 use crate::units::skeleton::Skeleton;
 use crate::units::{segment_chapter, EstimateTokens, UnitKind};

@@ -15,7 +15,7 @@
 //! Measures, for each system and chapter (see [`measure`]):
 //! * **structure errors**: error-severity findings of [`crate::checks::check_pair`] in the
 //!   [`Category::STRUCTURE`]; error-severity `number` findings are counted separately;
-//! * **blocked units** (Quire only), from the run's [`crate::translate::manager::RunSummary`];
+//! * **blocked units** (Quire only), from the run's [`crate::translate::RunSummary`];
 //! * **house-term share** ([`house_term_share`]): per house term, source occurrences whose
 //!   target appears in the translation; overall and the worst term;
 //! * **untranslated English** ([`untranslated_english`]): ordinary lowercase English words
@@ -1460,6 +1460,18 @@ const HEADERS: [&str; 4] = ["measure", "Quire", "naive", "Quire − naive"];
 
 /// The report as plain text: a header, one table per chapter, totals.
 pub fn render_text(r: &QualityReport) -> String {
+    let mut s = render_header(r);
+    for c in &r.chapters {
+        s.push_str(&render_chapter(c));
+    }
+    if r.chapters.len() > 1 {
+        s.push_str(&render_totals(r));
+    }
+    s
+}
+
+/// The report's header: model, machine, book, glossary, reference, systems, measures, load.
+fn render_header(r: &QualityReport) -> String {
     let mut s = String::new();
     s.push_str(&format!("model      {}\n", r.model));
     s.push_str(&format!("machine    {}\n", r.machine.describe()));
@@ -1502,113 +1514,121 @@ pub fn render_text(r: &QualityReport) -> String {
         sys::load_average_text(r.load_average_start),
         sys::load_average_text(r.load_average_end)
     ));
-    for c in &r.chapters {
-        s.push_str(&format!(
-            "\n{}  ({} bytes{}; reference: {})\n",
-            c.chapter,
-            c.source_bytes,
-            c.cut_headings
-                .map(|k| format!(
-                    ", cut from {} bytes keeping {k} heading{}",
-                    c.original_bytes,
-                    if k == 1 { "" } else { "s" }
-                ))
-                .unwrap_or_default(),
-            c.reference.as_deref().unwrap_or(DASH)
-        ));
-        s.push_str(&table(&HEADERS, &system_rows(&c.quire, c.naive.as_ref())));
-        s.push_str(&format!(
-            "untranslated words: Quire {}",
-            top_words(&c.quire.metrics)
-        ));
-        if let Some(n) = &c.naive {
-            s.push_str(&format!("; naive {}", top_words(&n.metrics)));
-        }
-        s.push('\n');
-        for (who, m) in std::iter::once(("Quire", &c.quire.metrics))
-            .chain(c.naive.as_ref().map(|n| ("naive", &n.metrics)))
-        {
-            if !m.structure_examples.is_empty() {
-                s.push_str(&format!(
-                    "{who} structure errors: {}\n",
-                    m.structure_examples.join(" | ")
-                ));
-            }
-        }
-        if let Some(e) = &c.naive_error {
-            s.push_str(&format!("naive: not measured ({e})\n"));
-        }
-        if let Some(e) = &c.quire.chrf_error {
-            s.push_str(&format!("chrF: not computed ({e})\n"));
+    s
+}
+
+/// One chapter of the report: its line, its table, its untranslated words and errors.
+fn render_chapter(c: &ChapterQuality) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "\n{}  ({} bytes{}; reference: {})\n",
+        c.chapter,
+        c.source_bytes,
+        c.cut_headings
+            .map(|k| format!(
+                ", cut from {} bytes keeping {k} heading{}",
+                c.original_bytes,
+                if k == 1 { "" } else { "s" }
+            ))
+            .unwrap_or_default(),
+        c.reference.as_deref().unwrap_or(DASH)
+    ));
+    s.push_str(&table(&HEADERS, &system_rows(&c.quire, c.naive.as_ref())));
+    s.push_str(&format!(
+        "untranslated words: Quire {}",
+        top_words(&c.quire.metrics)
+    ));
+    if let Some(n) = &c.naive {
+        s.push_str(&format!("; naive {}", top_words(&n.metrics)));
+    }
+    s.push('\n');
+    for (who, m) in std::iter::once(("Quire", &c.quire.metrics))
+        .chain(c.naive.as_ref().map(|n| ("naive", &n.metrics)))
+    {
+        if !m.structure_examples.is_empty() {
+            s.push_str(&format!(
+                "{who} structure errors: {}\n",
+                m.structure_examples.join(" | ")
+            ));
         }
     }
-    if r.chapters.len() > 1 {
-        let q = &r.quire_totals;
-        let n = r.naive_totals.as_ref();
-        s.push_str(
-            "\nall chapters (house terms and untranslated pooled; chrF the mean over chapters with a reference)\n",
-        );
-        let rows = vec![
-            row(
-                "structure errors",
-                count(q.structure_errors),
-                n.and_then(|n| count(n.structure_errors)),
-                0,
-                "",
-                "",
-            ),
-            row(
-                "number errors",
-                count(q.number_errors),
-                n.and_then(|n| count(n.number_errors)),
-                0,
-                "",
-                "",
-            ),
-            row(
-                "blocked units",
-                q.blocked_units.and_then(count),
-                None,
-                0,
-                "",
-                "",
-            ),
-            row(
-                "house terms, all (%)",
-                pct(q.house_share),
-                n.and_then(|n| pct(n.house_share)),
-                1,
-                "",
-                "",
-            ),
-            row(
-                "house terms, worst (%)",
-                pct(q.house_min),
-                n.and_then(|n| pct(n.house_min)),
-                1,
-                "",
-                "",
-            ),
-            row(
-                "untranslated source (%)",
-                pct(q.untranslated_share),
-                n.and_then(|n| pct(n.untranslated_share)),
-                2,
-                "",
-                "",
-            ),
-            row(
-                "chrF (mean)",
-                q.chrf_mean,
-                n.and_then(|n| n.chrf_mean),
-                2,
-                "",
-                "",
-            ),
-            row("wall (s)", Some(q.wall_s), n.map(|n| n.wall_s), 1, "", ""),
-        ];
-        s.push_str(&table(&HEADERS, &rows));
+    if let Some(e) = &c.naive_error {
+        s.push_str(&format!("naive: not measured ({e})\n"));
     }
+    if let Some(e) = &c.quire.chrf_error {
+        s.push_str(&format!("chrF: not computed ({e})\n"));
+    }
+    s
+}
+
+/// The totals over all chapters (a report of more than one chapter).
+fn render_totals(r: &QualityReport) -> String {
+    let mut s = String::new();
+    let q = &r.quire_totals;
+    let n = r.naive_totals.as_ref();
+    s.push_str(
+        "\nall chapters (house terms and untranslated pooled; chrF the mean over chapters with a reference)\n",
+    );
+    let rows = vec![
+        row(
+            "structure errors",
+            count(q.structure_errors),
+            n.and_then(|n| count(n.structure_errors)),
+            0,
+            "",
+            "",
+        ),
+        row(
+            "number errors",
+            count(q.number_errors),
+            n.and_then(|n| count(n.number_errors)),
+            0,
+            "",
+            "",
+        ),
+        row(
+            "blocked units",
+            q.blocked_units.and_then(count),
+            None,
+            0,
+            "",
+            "",
+        ),
+        row(
+            "house terms, all (%)",
+            pct(q.house_share),
+            n.and_then(|n| pct(n.house_share)),
+            1,
+            "",
+            "",
+        ),
+        row(
+            "house terms, worst (%)",
+            pct(q.house_min),
+            n.and_then(|n| pct(n.house_min)),
+            1,
+            "",
+            "",
+        ),
+        row(
+            "untranslated source (%)",
+            pct(q.untranslated_share),
+            n.and_then(|n| pct(n.untranslated_share)),
+            2,
+            "",
+            "",
+        ),
+        row(
+            "chrF (mean)",
+            q.chrf_mean,
+            n.and_then(|n| n.chrf_mean),
+            2,
+            "",
+            "",
+        ),
+        row("wall (s)", Some(q.wall_s), n.map(|n| n.wall_s), 1, "", ""),
+    ];
+    s.push_str(&table(&HEADERS, &rows));
     s
 }
 

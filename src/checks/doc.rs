@@ -98,204 +98,28 @@ impl Doc {
 
     /// Analyse `text`.
     pub fn parse(text: &str) -> Doc {
-        let mut doc = Doc {
-            line_starts: std::iter::once(0)
-                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-                .collect(),
-            ..Doc::default()
+        let mut w = Walk {
+            doc: Doc {
+                line_starts: std::iter::once(0)
+                    .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                    .collect(),
+                ..Doc::default()
+            },
+            ..Walk::default()
         };
-        let mut depth = 0usize;
-        let mut code: Option<CodeBlock> = None;
-        let mut heading: Option<Heading> = None;
-        let mut table: Option<TableShape> = None;
-        let mut lists: Vec<(ListShape, usize)> = Vec::new(); // shape, depth of items
-        let mut in_image = 0usize;
-        let mut in_metadata = false;
-        let mut in_html_block = false;
         for (event, r) in Parser::new_ext(text, markdown_options()).into_offset_iter() {
             let r = r.start.min(text.len())..r.end.min(text.len());
             match event {
-                Event::Start(tag) => {
-                    if depth == 0 {
-                        let kind = match &tag {
-                            Tag::Heading { level, .. } => BlockKind::Heading(*level as u8),
-                            Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => {
-                                BlockKind::Other
-                            }
-                            _ => BlockKind::Prose,
-                        };
-                        let footnote = match &tag {
-                            Tag::FootnoteDefinition(l) => Some(l.to_string()),
-                            _ => None,
-                        };
-                        doc.blocks.push(Block {
-                            range: r.clone(),
-                            kind,
-                            prose: String::new(),
-                            footnote,
-                            bold: 0,
-                        });
-                    }
-                    depth += 1;
-                    match tag {
-                        Tag::CodeBlock(kind) => {
-                            let info = match kind {
-                                CodeBlockKind::Fenced(i) => i.to_string(),
-                                CodeBlockKind::Indented => String::new(),
-                            };
-                            code = Some(CodeBlock {
-                                offset: r.start,
-                                info,
-                                payload: String::new(),
-                            });
-                        }
-                        Tag::Heading { level, .. } => {
-                            heading = Some(Heading {
-                                offset: r.start,
-                                level: level as u8,
-                                text: String::new(),
-                            })
-                        }
-                        Tag::Table(cols) => {
-                            table = Some(TableShape {
-                                offset: r.start,
-                                rows: 0,
-                                cols: cols.len(),
-                                cells: Vec::new(),
-                            })
-                        }
-                        Tag::TableHead | Tag::TableRow => {
-                            if let Some(t) = table.as_mut() {
-                                t.rows += 1;
-                            }
-                        }
-                        Tag::TableCell => {
-                            if let Some(t) = table.as_mut() {
-                                t.cells.push(String::new());
-                            }
-                        }
-                        Tag::List(start) => lists.push((
-                            ListShape {
-                                offset: r.start,
-                                ordered: start.is_some(),
-                                items: 0,
-                            },
-                            depth + 1,
-                        )),
-                        Tag::Item => {
-                            if let Some((l, d)) = lists.last_mut() {
-                                if *d == depth {
-                                    l.items += 1;
-                                }
-                            }
-                        }
-                        Tag::Strong => {
-                            if let Some(b) = doc.blocks.last_mut() {
-                                b.bold += 1;
-                            }
-                        }
-                        Tag::FootnoteDefinition(label) => doc.footnote_defs.push(Item {
-                            offset: r.start,
-                            value: label.to_string(),
-                        }),
-                        Tag::Link {
-                            link_type,
-                            dest_url,
-                            ..
-                        } => {
-                            let item = Item {
-                                offset: r.start,
-                                value: dest_url.to_string(),
-                            };
-                            if matches!(link_type, LinkType::Autolink | LinkType::Email) {
-                                doc.urls.push(item);
-                            } else {
-                                doc.links.push(item);
-                            }
-                        }
-                        Tag::Image { dest_url, .. } => {
-                            in_image += 1;
-                            doc.images.push(Item {
-                                offset: r.start,
-                                value: dest_url.to_string(),
-                            });
-                        }
-                        Tag::MetadataBlock(_) => in_metadata = true,
-                        Tag::HtmlBlock => in_html_block = true,
-                        _ => {}
-                    }
-                }
-                Event::End(end) => {
-                    depth = depth.saturating_sub(1);
-                    match end {
-                        TagEnd::CodeBlock => {
-                            if let Some(c) = code.take() {
-                                doc.code_blocks.push(c);
-                            }
-                        }
-                        TagEnd::Heading(_) => {
-                            if let Some(h) = heading.take() {
-                                doc.headings.push(h);
-                            }
-                        }
-                        TagEnd::Table => {
-                            if let Some(t) = table.take() {
-                                doc.tables.push(t);
-                            }
-                        }
-                        TagEnd::List(_) => {
-                            if let Some((l, _)) = lists.pop() {
-                                doc.lists.push(l);
-                            }
-                        }
-                        TagEnd::Image => in_image = in_image.saturating_sub(1),
-                        TagEnd::MetadataBlock(_) => in_metadata = false,
-                        TagEnd::HtmlBlock => in_html_block = false,
-                        TagEnd::Paragraph | TagEnd::TableCell | TagEnd::Item => doc.push_prose(" "),
-                        _ => {}
-                    }
-                }
-                Event::Text(t) => {
-                    if let Some(c) = code.as_mut() {
-                        c.payload.push_str(&t);
-                        continue;
-                    }
-                    if in_metadata || in_html_block {
-                        continue;
-                    }
-                    if let Some(h) = heading.as_mut() {
-                        h.text.push_str(&t);
-                    }
-                    let _ = in_image;
-                    if let Some(cell) = table.as_mut().and_then(|t| t.cells.last_mut()) {
-                        cell.push_str(&t);
-                    }
-                    doc.text_runs.push(Item {
-                        offset: r.start,
-                        value: t.to_string(),
-                    });
-                    doc.scan_text(&t, r.start);
-                }
-                Event::Code(c) => {
-                    if let Some(cell) = table.as_mut().and_then(|t| t.cells.last_mut()) {
-                        cell.push_str(&c);
-                    }
-                    doc.inline_code.push(Item {
-                        offset: r.start,
-                        value: c.to_string(),
-                    });
-                    if let Some(h) = heading.as_mut() {
-                        h.text.push('`');
-                        h.text.push_str(&c);
-                        h.text.push('`');
-                    }
-                }
-                Event::FootnoteReference(label) => doc.footnote_refs.push(Item {
+                Event::Start(tag) => w.start(tag, &r),
+                Event::End(end) => w.end(end),
+                Event::Text(t) => w.text(&t, r.start),
+                Event::Code(c) => w.code(&c, r.start),
+                Event::FootnoteReference(label) => w.doc.footnote_refs.push(Item {
                     offset: r.start,
                     value: label.to_string(),
                 }),
-                Event::SoftBreak | Event::HardBreak => doc.push_prose(" "),
-                Event::Rule if depth == 0 => doc.blocks.push(Block {
+                Event::SoftBreak | Event::HardBreak => w.doc.push_prose(" "),
+                Event::Rule if w.depth == 0 => w.doc.blocks.push(Block {
                     range: r.clone(),
                     kind: BlockKind::Other,
                     prose: String::new(),
@@ -305,7 +129,7 @@ impl Doc {
                 _ => {}
             }
         }
-        doc
+        w.doc
     }
 
     fn push_prose(&mut self, s: &str) {
@@ -350,5 +174,210 @@ impl Doc {
             }
         }
         self.push_prose(&prose);
+    }
+}
+
+/// One pass over a document ([`Doc::parse`]): the [`Doc`] being filled, the nesting depth,
+/// and the constructs open at this point whose events belong to them.
+#[derive(Default)]
+struct Walk {
+    doc: Doc,
+    depth: usize,
+    code: Option<CodeBlock>,
+    heading: Option<Heading>,
+    table: Option<TableShape>,
+    /// Open lists: shape, depth of their items.
+    lists: Vec<(ListShape, usize)>,
+    in_image: usize,
+    in_metadata: bool,
+    in_html_block: bool,
+}
+
+impl Walk {
+    /// A tag opens: at the top level a new block; a construct opened, or counted in the
+    /// one around it.
+    fn start(&mut self, tag: Tag, r: &Range<usize>) {
+        if self.depth == 0 {
+            self.open_block(&tag, r);
+        }
+        self.depth += 1;
+        match tag {
+            Tag::CodeBlock(kind) => {
+                let info = match kind {
+                    CodeBlockKind::Fenced(i) => i.to_string(),
+                    CodeBlockKind::Indented => String::new(),
+                };
+                self.code = Some(CodeBlock {
+                    offset: r.start,
+                    info,
+                    payload: String::new(),
+                });
+            }
+            Tag::Heading { level, .. } => {
+                self.heading = Some(Heading {
+                    offset: r.start,
+                    level: level as u8,
+                    text: String::new(),
+                })
+            }
+            Tag::Table(cols) => {
+                self.table = Some(TableShape {
+                    offset: r.start,
+                    rows: 0,
+                    cols: cols.len(),
+                    cells: Vec::new(),
+                })
+            }
+            Tag::TableHead | Tag::TableRow => {
+                if let Some(t) = self.table.as_mut() {
+                    t.rows += 1;
+                }
+            }
+            Tag::TableCell => {
+                if let Some(t) = self.table.as_mut() {
+                    t.cells.push(String::new());
+                }
+            }
+            Tag::List(start) => self.lists.push((
+                ListShape {
+                    offset: r.start,
+                    ordered: start.is_some(),
+                    items: 0,
+                },
+                self.depth + 1,
+            )),
+            Tag::Item => {
+                if let Some((l, d)) = self.lists.last_mut() {
+                    if *d == self.depth {
+                        l.items += 1;
+                    }
+                }
+            }
+            Tag::Strong => {
+                if let Some(b) = self.doc.blocks.last_mut() {
+                    b.bold += 1;
+                }
+            }
+            Tag::FootnoteDefinition(label) => self.doc.footnote_defs.push(Item {
+                offset: r.start,
+                value: label.to_string(),
+            }),
+            Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            } => {
+                let item = Item {
+                    offset: r.start,
+                    value: dest_url.to_string(),
+                };
+                if matches!(link_type, LinkType::Autolink | LinkType::Email) {
+                    self.doc.urls.push(item);
+                } else {
+                    self.doc.links.push(item);
+                }
+            }
+            Tag::Image { dest_url, .. } => {
+                self.in_image += 1;
+                self.doc.images.push(Item {
+                    offset: r.start,
+                    value: dest_url.to_string(),
+                });
+            }
+            Tag::MetadataBlock(_) => self.in_metadata = true,
+            Tag::HtmlBlock => self.in_html_block = true,
+            _ => {}
+        }
+    }
+
+    /// A top-level block opens with `tag`.
+    fn open_block(&mut self, tag: &Tag, r: &Range<usize>) {
+        let kind = match tag {
+            Tag::Heading { level, .. } => BlockKind::Heading(*level as u8),
+            Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::MetadataBlock(_) => BlockKind::Other,
+            _ => BlockKind::Prose,
+        };
+        let footnote = match tag {
+            Tag::FootnoteDefinition(l) => Some(l.to_string()),
+            _ => None,
+        };
+        self.doc.blocks.push(Block {
+            range: r.clone(),
+            kind,
+            prose: String::new(),
+            footnote,
+            bold: 0,
+        });
+    }
+
+    /// A tag closes: the construct it closes is recorded.
+    fn end(&mut self, end: TagEnd) {
+        self.depth = self.depth.saturating_sub(1);
+        match end {
+            TagEnd::CodeBlock => {
+                if let Some(c) = self.code.take() {
+                    self.doc.code_blocks.push(c);
+                }
+            }
+            TagEnd::Heading(_) => {
+                if let Some(h) = self.heading.take() {
+                    self.doc.headings.push(h);
+                }
+            }
+            TagEnd::Table => {
+                if let Some(t) = self.table.take() {
+                    self.doc.tables.push(t);
+                }
+            }
+            TagEnd::List(_) => {
+                if let Some((l, _)) = self.lists.pop() {
+                    self.doc.lists.push(l);
+                }
+            }
+            TagEnd::Image => self.in_image = self.in_image.saturating_sub(1),
+            TagEnd::MetadataBlock(_) => self.in_metadata = false,
+            TagEnd::HtmlBlock => self.in_html_block = false,
+            TagEnd::Paragraph | TagEnd::TableCell | TagEnd::Item => self.doc.push_prose(" "),
+            _ => {}
+        }
+    }
+
+    /// A text event: code, a heading's or a table cell's text, prose.
+    fn text(&mut self, t: &str, offset: usize) {
+        if let Some(c) = self.code.as_mut() {
+            c.payload.push_str(t);
+            return;
+        }
+        if self.in_metadata || self.in_html_block {
+            return;
+        }
+        if let Some(h) = self.heading.as_mut() {
+            h.text.push_str(t);
+        }
+        let _ = self.in_image;
+        if let Some(cell) = self.table.as_mut().and_then(|t| t.cells.last_mut()) {
+            cell.push_str(t);
+        }
+        self.doc.text_runs.push(Item {
+            offset,
+            value: t.to_string(),
+        });
+        self.doc.scan_text(t, offset);
+    }
+
+    /// Inline code: in a table cell's text and a heading's (in backticks).
+    fn code(&mut self, c: &str, offset: usize) {
+        if let Some(cell) = self.table.as_mut().and_then(|t| t.cells.last_mut()) {
+            cell.push_str(c);
+        }
+        self.doc.inline_code.push(Item {
+            offset,
+            value: c.to_string(),
+        });
+        if let Some(h) = self.heading.as_mut() {
+            h.text.push('`');
+            h.text.push_str(c);
+            h.text.push('`');
+        }
     }
 }

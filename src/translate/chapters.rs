@@ -2,7 +2,7 @@
 //! the unit finished, in the source language where the run stopped before it — and written
 //! under `book/`, mirroring the input tree.
 
-use super::manager::Manager;
+use super::state::RunState;
 use crate::book::epub::{Doc, Epub, EpubOptions};
 use crate::units::{reassemble, restore_placeholders, Unit};
 use crate::util::{sha256_hex, write_atomic, LineEnding};
@@ -18,7 +18,7 @@ pub(super) struct ChapterText {
 
 /// Write every chapter and record it in the checkpoint's file index.
 pub(super) fn write(
-    m: &mut Manager,
+    m: &mut RunState,
     translations: &[Vec<Option<String>>],
 ) -> Result<Vec<ChapterText>> {
     let plan = m.plan;
@@ -78,7 +78,7 @@ pub(super) fn write(
 }
 
 /// The translated EPUB, under the input's file name in the output directory.
-fn write_epub(m: &mut Manager, epub: &Epub, blocks: &[Vec<Option<String>>]) -> Result<()> {
+fn write_epub(m: &mut RunState, epub: &Epub, blocks: &[Vec<Option<String>>]) -> Result<()> {
     let name = epub.file_name();
     let path = m.out.join(&name);
     let opts = EpubOptions {

@@ -11,8 +11,9 @@
 //! bold span. The model's answers are stored in the translation memory, so a rerun asks
 //! nothing again.
 
+pub use super::bold::{bold_spans, Bold};
 use super::line_pairs::{line_pairs, set_lines, LinePair};
-use super::manager::Manager;
+use super::state::RunState;
 use crate::engine::backend::{ChatBackend, ChatRequest};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::GenerationParams;
@@ -37,29 +38,6 @@ pub(super) struct Restored {
     pub spans: usize,
     /// Questions put to the model (answers read back from the memory not counted).
     pub asked: usize,
-}
-
-/// A bold span of a line: its byte range (delimiters included) and its inner text.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bold {
-    /// Byte range in the line, delimiters included.
-    pub range: Range<usize>,
-    /// The text between the delimiters.
-    pub inner: String,
-}
-
-/// The bold spans of one Markdown line, in order.
-pub fn bold_spans(line: &str) -> Vec<Bold> {
-    Parser::new_ext(line, Options::all())
-        .into_offset_iter()
-        .filter_map(|(e, r)| match e {
-            Event::Start(Tag::Strong) if r.len() > 4 => Some(Bold {
-                inner: line[r.start + 2..r.end - 2].to_string(),
-                range: r,
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Byte ranges of `line` where no emphasis may be added: bold spans, code, links, images
@@ -158,7 +136,7 @@ fn known_renderings(
 /// where not translated) of the book's `units`. Only units whose translation has as many
 /// lines as their source take part.
 pub(super) fn write_back(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &mut dyn ChatBackend,
     units: &[Vec<Unit>],
     texts: &mut [Vec<Option<String>>],
@@ -241,7 +219,7 @@ fn candidates<'a>(
 /// Ask the model for the rendering of each `(line, phrase)` in `asks` (one batch; answers
 /// stored in, and read back from, the translation memory). Returns the plausible answers.
 fn ask(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &mut dyn ChatBackend,
     lines: &[LinePair],
     asks: &[(usize, String)],

@@ -5,7 +5,8 @@
 //! terms.
 
 use super::glossary_agent;
-use super::manager::Manager;
+use super::house_terms::{inject_house_terms, HouseTerms};
+use super::state::RunState;
 use crate::checks::CheckContext;
 use crate::engine::backend::{ChatBackend, Completion};
 use crate::glossary::Glossary;
@@ -14,19 +15,6 @@ use crate::units::Unit;
 use crate::util::{sha256_hex, write_atomic};
 use anyhow::Result;
 use serde_json::json;
-
-/// How house terms reach the translating model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HouseTerms {
-    /// Written into the passage in place of the source term (`the 词元 count`): the model
-    /// copies them; the prompt lists them too.
-    #[default]
-    Inject,
-    /// Listed in the prompt as required translations and checked; a unit that misses one
-    /// goes to the fallback.
-    Prompt,
-}
 
 /// The glossary as every later stage needs it.
 pub struct Terms {
@@ -57,14 +45,14 @@ impl Terms {
     /// A passage as the translating model gets it: with house terms written in, or as it is.
     pub fn passage(&self, text: &str) -> String {
         match self.house {
-            HouseTerms::Inject => super::manager::inject_house_terms(text, &self.glossary),
+            HouseTerms::Inject => inject_house_terms(text, &self.glossary),
             HouseTerms::Prompt => text.to_string(),
         }
     }
 }
 
 /// Run the stage and record it in the checkpoint.
-pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Terms> {
+pub fn run(m: &mut RunState, backend: &mut dyn ChatBackend) -> Result<Terms> {
     let path = m.out.join("glossary.json");
     let opts = m.opts;
     let (from, to) = (opts.source_lang.as_str(), opts.target_lang.as_str());
@@ -114,7 +102,7 @@ fn book_names(units: &[Vec<Unit>]) -> Vec<String> {
 
 /// A `glossary.json` a person may have edited (read with the run's language codes as its
 /// keys): used as it is, house terms forced.
-fn edited(m: &Manager, backend: &mut dyn ChatBackend, path: &std::path::Path) -> Result<Glossary> {
+fn edited(m: &RunState, backend: &mut dyn ChatBackend, path: &std::path::Path) -> Result<Glossary> {
     let opts = m.opts;
     let mut file = Glossary::load(path, &opts.source_lang, &opts.target_lang)
         .map_err(|e| anyhow::anyhow!("{e:#} (fix it, or delete it to regenerate)"))?;
@@ -141,7 +129,7 @@ fn edited(m: &Manager, backend: &mut dyn ChatBackend, path: &std::path::Path) ->
 }
 
 /// The agent's glossary: house terms, suggested translations, kept terms.
-fn infer(m: &mut Manager, backend: &mut dyn ChatBackend) -> Result<Glossary> {
+fn infer(m: &mut RunState, backend: &mut dyn ChatBackend) -> Result<Glossary> {
     let plan = m.plan;
     let opts = m.opts;
     let all_units: Vec<Unit> = plan.units.iter().flatten().cloned().collect();

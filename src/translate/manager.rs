@@ -1,392 +1,28 @@
-//! The manager: the options of a run, the per-unit state it checkpoints, and [`run`], which
-//! sequences the stages — plan (`plan.rs`), glossary, translation (the scheduler), chapters,
-//! proofreading (`review.rs`) and the run report (`run_report.rs`).
+//! The manager: [`run`] sequences the stages over a run's state (`state.rs`) — plan
+//! (`plan.rs`), glossary, translation (the scheduler), the write-back passes, chapters,
+//! proofreading (`review.rs`) and the run report (`run_report.rs`) — after loading the
+//! model and resuming the output directory's checkpoint.
 
-use super::checkpoint::{Checkpoint, TrackerCall, UnitRecord, UnitState};
+use super::checkpoint::{Checkpoint, UnitRecord, UnitState};
 use super::plan::{fingerprint, load_plan, print_plan, Plan};
+use super::state::RunState;
 use super::{chapters, glossary_stage, review, run_report, scheduler, writeback};
-use crate::checks::Finding;
-use crate::engine::backend::{ChatBackend, Completion, LocalBackend};
+use crate::engine::backend::{ChatBackend, LocalBackend};
 use crate::engine::generate::GenerationParams;
 use crate::engine::prefix_cache::disk::DiskPrefixCache;
-use crate::glossary::Glossary;
 use crate::prompts::profile::{ProfileChoice, PromptProfile};
-use crate::units::Unit;
 use crate::util::sha256_hex;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Orchestrated agents, or one growing conversation for comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Independent calls per unit behind one cached prefix.
-    Orchestrated,
-    /// A single-agent baseline: one conversation that grows with every unit.
-    Single,
-}
-
-/// How progress is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProgressMode {
-    /// A progress bar with ETA on stderr.
-    Bar,
-    /// Nothing but the final summary.
-    Quiet,
-    /// One JSON object per event on stdout.
-    JsonLines,
-}
-
-/// Everything `quire translate` needs.
-#[derive(Debug, Clone)]
-pub struct TranslateOptions {
-    /// A `.md` file or a directory; `None` for the bundled sample book.
-    pub input: Option<PathBuf>,
-    /// Output directory.
-    pub out: PathBuf,
-    /// Source language code.
-    pub source_lang: String,
-    /// Target language code.
-    pub target_lang: String,
-    /// House glossary file (the sample book's when translating it and none is given).
-    pub glossary: Option<PathBuf>,
-    /// Guide file (default: the built-in guide).
-    pub guide: Option<PathBuf>,
-    /// Model spec for `--model`.
-    pub model: Option<String>,
-    /// Device name.
-    pub device: String,
-    /// Chat template override.
-    pub chat_template: Option<String>,
-    /// Token budget per unit.
-    pub unit_tokens: usize,
-    /// Translate the prose comments of fenced code blocks (the code stays byte for byte).
-    pub code_comments: bool,
-    /// Write a bilingual edition: each block of the source followed by its translation
-    /// (headings and the table of contents translated only).
-    pub bilingual: bool,
-    /// Print the plan and stop.
-    pub dry_run: bool,
-    /// Orchestrated or single-agent.
-    pub mode: Mode,
-    /// Stop cleanly once this many new tokens have been generated.
-    pub max_new_tokens_total: Option<usize>,
-    /// Stop cleanly once this much wall time has passed.
-    pub deadline: Option<Duration>,
-    /// Most glossary candidates sent to the model.
-    pub glossary_terms: usize,
-    /// Also review every Nth clean unit with the model (0 = only flagged units).
-    pub review_every: usize,
-    /// Progress display.
-    pub progress: ProgressMode,
-    /// Prefix cache directory (`None`: no disk cache).
-    pub prefix_cache_dir: Option<PathBuf>,
-    /// Units translated together in orchestrated mode (throughput mode; 1 = one at a time).
-    pub batch: usize,
-    /// Whole-unit revisions (with the findings as instructions) before the fallback cascade.
-    pub revisions: usize,
-    /// How house terms reach the model.
-    pub house_terms: super::glossary_stage::HouseTerms,
-    /// Draft model for speculative decoding: a model spec, `auto` or `none` (the book is
-    /// the same either way).
-    pub draft: String,
-    /// Write a term's original after its translation where a chapter first introduces it
-    /// in bold (`**实体消歧**（Entity Disambiguation）`).
-    pub term_originals: bool,
-    /// Write-back passes switched off by name (`--skip-pass`; see
-    /// [`super::writeback::pass_names`]).
-    pub skip_passes: Vec<String>,
-    /// The translation agent's prompts: `auto` (from the model's GGUF metadata), Quire's
-    /// guide-led prompt, or a translation model's own documented format.
-    pub prompt_profile: ProfileChoice,
-    /// Where known models live and how they are fetched (the CLI reads it from the
-    /// environment).
-    pub store: crate::model_store::StoreConfig,
-}
-
-impl Default for TranslateOptions {
-    /// `quire translate` with nothing on its command line and nothing in the environment:
-    /// the bundled sample book into `out`, English → Simplified Chinese, every option at its
-    /// CLI default (a test in `src/cli/translate.rs` holds the two together).
-    fn default() -> Self {
-        TranslateOptions {
-            input: None,
-            out: PathBuf::from("out"),
-            source_lang: "en".to_string(),
-            target_lang: "zh-CN".to_string(),
-            glossary: None,
-            guide: None,
-            model: None,
-            device: "auto".to_string(),
-            chat_template: None,
-            unit_tokens: 300,
-            code_comments: true,
-            bilingual: false,
-            dry_run: false,
-            mode: Mode::Orchestrated,
-            max_new_tokens_total: None,
-            deadline: None,
-            glossary_terms: 8,
-            review_every: 0,
-            progress: ProgressMode::Bar,
-            prefix_cache_dir: Some(crate::engine::prefix_cache::disk::default_dir()),
-            batch: crate::engine::kernels::SMALL_BATCH,
-            revisions: 0,
-            house_terms: super::glossary_stage::HouseTerms::Inject,
-            draft: "none".to_string(),
-            term_originals: true,
-            skip_passes: Vec::new(),
-            prompt_profile: ProfileChoice::Auto,
-            store: crate::model_store::StoreConfig::default(),
-        }
-    }
-}
-
-/// A unit's finished translation, stored in the translation memory.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct MemoryEntry {
-    pub(super) unit_id: String,
-    pub(super) source_hash: String,
-    pub(super) translation: String,
-    pub(super) state: UnitState,
-    pub(super) attempts: usize,
-    pub(super) errors: usize,
-    pub(super) findings: Vec<Finding>,
-    /// For a chapter's opening that passed whole in one reply: the passage the model was
-    /// given and its reply, line for line — the chapter's worked example.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) exchange: Option<Exchange>,
-}
-
-/// A passage as the translation agent saw it and the reply it accepted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Exchange {
-    /// The passage (the unit's model text, house terms written in).
-    pub passage: String,
-    /// The accepted reply, one line per line of the passage, as typeset.
-    pub reply: String,
-}
-
-/// House terms are strict: they are written into the passage in the target language
-/// before the model sees it (whole words, any case, with a plural ending), so even a small
-/// model cannot translate them differently. The glossary check still verifies the result.
-pub fn inject_house_terms(passage: &str, glossary: &Glossary) -> String {
-    let mut house: Vec<_> = glossary
-        .entries
-        .iter()
-        .filter(|e| e.house && !e.source.trim().is_empty())
-        .collect();
-    house.sort_by_key(|e| std::cmp::Reverse(e.source.len()));
-    let mut out = passage.to_string();
-    for e in house {
-        let term = e.source.trim();
-        // Word boundaries only at a term's word-character edges: `C++`, `.NET`, `(a|b)`.
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-        let (open, close) = (
-            if word(term.chars().next()) { r"\b" } else { "" },
-            if word(term.chars().next_back()) {
-                r"(?:es|s)?\b"
-            } else {
-                ""
-            },
-        );
-        let re = regex::Regex::new(&format!("(?i){open}{}{close}", regex::escape(term)));
-        if let Ok(re) = re {
-            out = re
-                .replace_all(&out, regex::NoExpand(e.preferred()))
-                .into_owned();
-        }
-    }
-    out
-}
-
-/// The manager's state while it runs the stages: options, plan, checkpoint, progress.
-pub(super) struct Manager<'a> {
-    pub(super) opts: &'a TranslateOptions,
-    pub(super) plan: &'a Plan,
-    pub(super) out: PathBuf,
-    pub(super) checkpoint: Checkpoint,
-    pub(super) started: Instant,
-    elapsed_before: f64,
-    pub(super) model_name: String,
-    pub(super) device: String,
-    provider: &'static str,
-    /// The translation agent's prompts, resolved for the model.
-    pub(super) profile: PromptProfile,
-    pub(super) progress: ProgressBar,
-}
-
-impl Manager<'_> {
-    fn event(&self, v: serde_json::Value) {
-        if self.opts.progress == ProgressMode::JsonLines {
-            println!("{v}");
-        }
-    }
-
-    pub(super) fn record_call(&mut self, agent: &str, note: &str, c: &Completion, outcome: &str) {
-        self.checkpoint.value.result.quire.cached_prefix_tokens += c.cached_tokens;
-        self.checkpoint.value.result.quire.new_tokens_total += c.completion_tokens;
-        self.checkpoint
-            .value
-            .result
-            .tracker_calls
-            .push(TrackerCall {
-                agent: agent.into(),
-                prompt_tokens: c.prompt_tokens,
-                completion_tokens: c.completion_tokens,
-                note: note.into(),
-                latency_seconds: c.latency_seconds,
-                provider: self.provider.into(),
-                model: self.model_name.clone(),
-                outcome: outcome.into(),
-                cached_prefix_tokens: c.cached_tokens,
-                cache_source: c.cache_source.into(),
-                device: self.device.clone(),
-                ttft_seconds: c.ttft_seconds,
-                busy_seconds: c.busy_seconds,
-                decode_seconds: c.decode_seconds,
-                draft_proposed: c.draft_proposed,
-                draft_accepted: c.draft_accepted,
-            });
-        self.event(
-            json!({"event": "call", "agent": agent, "note": note, "prompt_tokens": c.prompt_tokens,
-            "cached_tokens": c.cached_tokens, "completion_tokens": c.completion_tokens,
-            "latency_seconds": c.latency_seconds, "outcome": outcome,
-            "finish_reason": format!("{:?}", c.finish), "reply": c.text}),
-        );
-    }
-
-    /// Refuse a dispatch that would break a budget; `Some(reason)` means stop.
-    pub(super) fn over_budget(&self, reserve: usize) -> Option<String> {
-        if let Some(limit) = self.opts.max_new_tokens_total {
-            let used = self.checkpoint.value.result.quire.new_tokens_total;
-            if used + reserve > limit {
-                return Some(format!(
-                    "token budget: {used} of {limit} new tokens used, next call reserves {reserve}"
-                ));
-            }
-        }
-        if let Some(d) = self.opts.deadline {
-            if self.started.elapsed() >= d {
-                return Some(format!("deadline of {}s reached", d.as_secs()));
-            }
-        }
-        None
-    }
-
-    fn context_size(&self) -> usize {
-        serde_json::to_vec(&self.checkpoint.value.result.manager_context_final)
-            .map(|v| v.len())
-            .unwrap_or(0)
-    }
-
-    pub(super) fn save(&mut self) -> Result<()> {
-        let mut progress = BTreeMap::new();
-        for r in self.checkpoint.value.result.quire.units.values() {
-            *progress
-                .entry(format!("{:?}", r.state).to_uppercase())
-                .or_insert(0) += 1;
-        }
-        self.checkpoint.value.result.manager_context_final.progress = progress;
-        let size = self.context_size();
-        let r = &mut self.checkpoint.value.result;
-        r.manager_context_peak = r.manager_context_peak.max(size);
-        self.checkpoint.value.elapsed_seconds =
-            self.elapsed_before + self.started.elapsed().as_secs_f64();
-        self.checkpoint.save(&self.out)
-    }
-
-    pub(super) fn set_state(&mut self, unit: &Unit, state: UnitState) -> Result<()> {
-        if let Some(r) = self.checkpoint.value.result.quire.units.get_mut(&unit.id) {
-            r.state = state;
-        }
-        self.event(json!({"event": "state", "unit": unit.id, "state": state}));
-        Ok(())
-    }
-
-    /// Add a line to the manager's call log (in the checkpoint).
-    pub(super) fn log(&mut self, line: String) {
-        self.checkpoint
-            .value
-            .result
-            .manager_context_final
-            .call_log
-            .push(line);
-    }
-
-    /// Hash of the inputs that make a translation-memory entry (guide, model, template,
-    /// generation parameters).
-    pub(super) fn inputs_key(&self) -> String {
-        inputs_key(self)
-    }
-
-    /// Where a translation-memory entry lives.
-    pub(super) fn memory_path(&self, key: &str) -> PathBuf {
-        memory_path(&self.out, key)
-    }
-
-    /// A finished translation of `unit` from the memory, if one matches.
-    pub(super) fn read_memory(&self, key: &str, unit: &Unit) -> Option<MemoryEntry> {
-        read_memory(&self.out, key, unit)
-    }
-
-    /// Record a unit taken from the translation memory.
-    pub(super) fn reuse_unit(&mut self, unit: &Unit, key: &str, e: &MemoryEntry) {
-        let r = &mut self.checkpoint.value.result;
-        let rec = r.quire.units.get_mut(&unit.id).expect("planned");
-        let was_final = rec.state.is_final() && rec.memory_key.as_deref() == Some(key);
-        rec.state = e.state;
-        rec.memory_key = Some(key.to_string());
-        rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
-        rec.attempts = e.attempts;
-        rec.errors = e.errors;
-        if !was_final {
-            r.manager_context_final
-                .call_log
-                .push(format!("{}: reused from translation memory", unit.id));
-        }
-    }
-
-    /// Record a unit just finished (its memory entry written) and checkpoint.
-    pub(super) fn finish_unit(&mut self, unit: &Unit, key: &str, e: &MemoryEntry) -> Result<()> {
-        {
-            let r = &mut self.checkpoint.value.result;
-            let rec = r.quire.units.get_mut(&unit.id).expect("planned");
-            rec.state = e.state;
-            rec.memory_key = Some(key.to_string());
-            rec.output_hash = Some(sha256_hex(e.translation.as_bytes()));
-            rec.attempts = e.attempts;
-            rec.errors = e.errors;
-            r.manager_context_final.call_log.push(format!(
-                "{}: {:?} after {} attempt(s)",
-                unit.id, e.state, e.attempts
-            ));
-            r.manager_context_final.file_index.insert(
-                format!("memory/{key}.json"),
-                sha256_hex(e.translation.as_bytes()),
-            );
-        }
-        self.set_state(unit, e.state)?;
-        self.save()?;
-        self.progress.inc(1);
-        Ok(())
-    }
-}
-
-fn memory_path(out: &Path, key: &str) -> PathBuf {
-    out.join("memory").join(format!("{key}.json"))
-}
-
-fn read_memory(out: &Path, key: &str, unit: &Unit) -> Option<MemoryEntry> {
-    let text = std::fs::read_to_string(memory_path(out, key)).ok()?;
-    let e: MemoryEntry = serde_json::from_str(&text).ok()?;
-    (e.source_hash == unit.content_hash() && e.state.is_final()).then_some(e)
-}
+// The types of a run, also reachable from here.
+pub use super::house_terms::inject_house_terms;
+pub use super::memory::Exchange;
+pub use super::options::{Mode, ProgressMode, TranslateOptions};
+pub use super::run_report::RunSummary;
 
 /// Exclusive lock on the output directory for the life of the run: an OS advisory lock
 /// (`flock`) held on the directory itself on Unix, so no file a person could delete holds
@@ -422,46 +58,6 @@ fn lock_dir(out: &Path) -> Result<DirLock> {
         ),
         Err(std::fs::TryLockError::Error(e)) => Err(e).context("cannot lock the output directory"),
     }
-}
-
-/// The outcome of a run, for the summary and tests.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunSummary {
-    /// Units in the book (translatable ones).
-    pub units: usize,
-    /// Units that passed every hard check.
-    pub passed: usize,
-    /// Units that needed at least one revision.
-    pub revised: usize,
-    /// Units blocked after the last revision.
-    pub blocked: usize,
-    /// Units reused from the translation memory (no model call).
-    pub reused: usize,
-    /// Units left for a later run (budget or deadline).
-    pub remaining: usize,
-    /// Whether the whole book was translated.
-    pub complete: bool,
-    /// Structure/QA errors in the final chapters.
-    pub qa_errors: usize,
-    /// House-term adherence in percent (occurrences honoured ÷ occurrences).
-    pub house_term_adherence: f64,
-    /// Model calls made in this run.
-    pub calls: usize,
-    /// Prompt tokens served from the prefix cache ÷ prompt tokens, this run.
-    pub cache_hit_rate: f64,
-    /// Wall seconds of this run.
-    pub wall_seconds: f64,
-    /// Generated tokens per second of model time, this run.
-    pub tokens_per_second: f64,
-    /// Largest prompt seen (tokens) — the context peak.
-    pub context_peak_tokens: usize,
-    /// The orchestrated mode's context peak for the same units (equal to
-    /// `context_peak_tokens` in orchestrated mode; computed alongside in single mode).
-    pub orchestrated_context_peak_tokens: usize,
-    /// Manager context peak (bytes).
-    pub manager_context_peak_bytes: usize,
-    /// Output directory.
-    pub out_dir: PathBuf,
 }
 
 /// Run `quire translate`: plan, glossary, translation, chapters, proofreading, run report —
@@ -553,7 +149,7 @@ fn stages(
     fp: String,
     inputs: BTreeMap<String, String>,
 ) -> Result<RunSummary> {
-    let mut m = Manager::resume(opts, plan, backend, profile, fp);
+    let mut m = RunState::resume(opts, plan, backend, profile, fp);
     let calls_before = m.checkpoint.value.result.tracker_calls.len();
     m.start(inputs);
     m.save()?;
@@ -647,8 +243,8 @@ fn load_model(opts: &TranslateOptions, plan: &Plan) -> Result<Loaded> {
     Ok((backend, model_path, profile, fp, inputs))
 }
 
-impl<'a> Manager<'a> {
-    /// The manager over the output directory's checkpoint when it has the same fingerprint
+impl<'a> RunState<'a> {
+    /// The run's state over the output directory's checkpoint when it has the same fingerprint
     /// (the elapsed time carried over), or over a fresh one.
     fn resume(
         opts: &'a TranslateOptions,
@@ -683,7 +279,7 @@ impl<'a> Manager<'a> {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        Manager {
+        RunState {
             opts,
             plan,
             out,
@@ -755,23 +351,11 @@ impl<'a> Manager<'a> {
     }
 }
 
-fn inputs_key(m: &Manager) -> String {
-    let i = &m.checkpoint.value.result.quire.inputs;
-    sha256_hex(
-        format!(
-            "{:?}{:?}{:?}{:?}",
-            i.get("guide"),
-            i.get("model"),
-            i.get("template"),
-            i.get("params")
-        )
-        .as_bytes(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::backend::Completion;
+    use crate::glossary::Glossary;
 
     #[test]
     fn house_terms_are_injected_as_whole_words() {

@@ -7,7 +7,7 @@
 //! span — where that span is wholly translated and the line does not already spell the
 //! term. Deterministic: the model is not asked.
 
-use super::emphasis::bold_spans;
+use super::bold::bold_spans;
 use super::line_pairs::{line_pairs, set_lines};
 use crate::checks::lang::{expected_script, script_of, Script};
 use crate::units::Unit;

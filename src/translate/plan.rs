@@ -2,8 +2,8 @@
 //! loaded (no model involved, so `--dry-run` prints it without one), and the fingerprint of
 //! every input that determines the output.
 
-use super::manager::TranslateOptions;
-use super::scheduler::max_new_tokens_for;
+use super::options::TranslateOptions;
+use super::passage::max_new_tokens;
 use crate::book::{load_book, Book};
 use crate::glossary::Glossary;
 use crate::units::{
@@ -34,6 +34,11 @@ impl Plan {
             .flatten()
             .filter(|u| u.kind == UnitKind::Translate)
     }
+}
+
+/// Token allowance for a unit's translation.
+pub(super) fn max_new_tokens_for(unit: &Unit) -> usize {
+    max_new_tokens(&unit.protected)
 }
 
 pub(super) fn load_plan(opts: &TranslateOptions) -> Result<Plan> {

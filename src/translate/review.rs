@@ -6,8 +6,8 @@
 use super::chapters::ChapterText;
 use super::checkpoint::UnitState;
 use super::glossary_stage::Terms;
-use super::manager::Manager;
 use super::scheduler::Translated;
+use super::state::RunState;
 use crate::checks::{check_units, Finding, Report, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest};
 use crate::engine::constraint::Constraint;
@@ -26,7 +26,7 @@ const REVIEW_TOKENS: usize = 96;
 /// Run the stage and write the proofreading report. The model review is skipped when the
 /// run has already stopped, and stops (setting `stopped`) where a budget runs out.
 pub(super) fn run(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &mut dyn ChatBackend,
     terms: &Terms,
     done: &Translated,
@@ -97,7 +97,7 @@ struct Review {
 /// those reviews are already on disk from an earlier run. Stops selecting, with `stopped`
 /// set, where the reviews still to ask would break a budget.
 fn select_reviews(
-    m: &Manager,
+    m: &RunState,
     all_terms: &[GlossaryEntry],
     translations: &[Vec<Option<String>>],
     qa_findings: &[Finding],
@@ -186,7 +186,7 @@ fn read_verdict(path: &std::path::Path) -> Option<String> {
 /// Ask the reviews not read back. They are independent: one batch (throughput mode), whose
 /// replies are the ones asked one at a time would give. Each verdict is recorded and stored.
 fn ask_reviews(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &mut dyn ChatBackend,
     reviews: &mut [Review],
 ) -> Result<()> {
@@ -216,7 +216,7 @@ fn ask_reviews(
 /// The report's data: the model-review notes, then the QA findings; the units to revise;
 /// the counts, with the unit states from the checkpoint.
 fn report(
-    m: &Manager,
+    m: &RunState,
     qa_findings: Vec<Finding>,
     mut issues: Vec<Issue>,
     reviewed: usize,
@@ -275,7 +275,7 @@ fn report(
 /// House-term occurrences honoured: for each unit and house term present in its source,
 /// whether the translation contains the required target.
 fn house_adherence(
-    m: &Manager,
+    m: &RunState,
     translations: &[Vec<Option<String>>],
     g: &[GlossaryEntry],
 ) -> (usize, usize) {

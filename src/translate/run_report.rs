@@ -2,18 +2,59 @@
 //! checkpoint, and the [`RunSummary`] the CLI prints.
 
 use super::checkpoint::TrackerCall;
-use super::manager::{Manager, RunSummary};
 use super::scheduler::Translated;
+use super::state::RunState;
 use crate::engine::backend::ChatBackend;
 use crate::report::{write_json, CallRecord, ProofreadingReport, RunReport, RunTotals};
 use anyhow::Result;
+use serde::Serialize;
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The outcome of a run, for the summary and tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// Units in the book (translatable ones).
+    pub units: usize,
+    /// Units that passed every hard check.
+    pub passed: usize,
+    /// Units that needed at least one revision.
+    pub revised: usize,
+    /// Units blocked after the last revision.
+    pub blocked: usize,
+    /// Units reused from the translation memory (no model call).
+    pub reused: usize,
+    /// Units left for a later run (budget or deadline).
+    pub remaining: usize,
+    /// Whether the whole book was translated.
+    pub complete: bool,
+    /// Structure/QA errors in the final chapters.
+    pub qa_errors: usize,
+    /// House-term adherence in percent (occurrences honoured ÷ occurrences).
+    pub house_term_adherence: f64,
+    /// Model calls made in this run.
+    pub calls: usize,
+    /// Prompt tokens served from the prefix cache ÷ prompt tokens, this run.
+    pub cache_hit_rate: f64,
+    /// Wall seconds of this run.
+    pub wall_seconds: f64,
+    /// Generated tokens per second of model time, this run.
+    pub tokens_per_second: f64,
+    /// Largest prompt seen (tokens) — the context peak.
+    pub context_peak_tokens: usize,
+    /// The orchestrated mode's context peak for the same units (equal to
+    /// `context_peak_tokens` in orchestrated mode; computed alongside in single mode).
+    pub orchestrated_context_peak_tokens: usize,
+    /// Manager context peak (bytes).
+    pub manager_context_peak_bytes: usize,
+    /// Output directory.
+    pub out_dir: PathBuf,
+}
 
 /// Write `run.json` over the calls from `calls_before` on, close the checkpoint (complete,
 /// or why the run stopped) and sum the run up.
 pub(super) fn finish(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &dyn ChatBackend,
     model_path: &Path,
     calls_before: usize,
@@ -65,7 +106,7 @@ pub(super) fn finish(
 
 /// `run.json`'s data: each call, then the sums and rates over them.
 fn run_report(
-    m: &Manager,
+    m: &RunState,
     backend: &dyn ChatBackend,
     model_path: &Path,
     calls: &[TrackerCall],

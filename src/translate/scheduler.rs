@@ -17,8 +17,12 @@
 
 use super::checkpoint::UnitState;
 use super::glossary_stage::Terms;
-use super::manager::{inject_house_terms, Exchange, Manager, MemoryEntry, Mode};
+use super::house_terms::inject_house_terms;
+use super::memory::{Exchange, MemoryEntry};
+use super::options::Mode;
 use super::passage;
+use super::plan::max_new_tokens_for;
+use super::state::RunState;
 use crate::checks::{Finding, Severity};
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion, RequestFeed};
 use crate::engine::chat_template::Message;
@@ -75,13 +79,8 @@ struct Attempt {
 /// a similar length.
 const LOOKAHEAD: usize = 8;
 
-/// Token allowance for a unit's translation.
-pub fn max_new_tokens_for(unit: &Unit) -> usize {
-    passage::max_new_tokens(&unit.protected)
-}
-
 /// Run the stage over every translatable unit of the plan.
-pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Result<Translated> {
+pub fn run(m: &mut RunState, backend: &mut dyn ChatBackend, terms: &Terms) -> Result<Translated> {
     let mut s = Scheduler {
         out: Translated {
             texts: m.plan.units.iter().map(|u| vec![None; u.len()]).collect(),
@@ -153,7 +152,7 @@ pub fn run(m: &mut Manager, backend: &mut dyn ChatBackend, terms: &Terms) -> Res
 /// batch has drained (and the units of a chapter whose opening it finishes wait for it).
 struct Feed<'a, 'm> {
     s: &'a mut Scheduler,
-    m: &'a mut Manager<'m>,
+    m: &'a mut RunState<'m>,
     terms: &'a Terms,
     /// Units whose requests are decoding: their ids, jobs and token allowances (reserved
     /// against the budget).
@@ -260,7 +259,7 @@ impl Scheduler {
     /// coming.
     fn next_job(
         &mut self,
-        m: &mut Manager,
+        m: &mut RunState,
         terms: &Terms,
         lead: Option<(usize, usize)>,
         busy: bool,
@@ -333,7 +332,7 @@ impl Scheduler {
     /// report what the orchestrated mode's context would have been).
     fn request(
         &mut self,
-        m: &mut Manager,
+        m: &mut RunState,
         terms: &Terms,
         job: &UnitJob,
     ) -> Result<(ChatRequest, Option<Vec<Message>>)> {
@@ -387,7 +386,7 @@ impl Scheduler {
     /// the fallback.
     fn take_reply(
         &mut self,
-        m: &mut Manager,
+        m: &mut RunState,
         terms: &Terms,
         mut job: UnitJob,
         done: Completion,
@@ -484,7 +483,7 @@ impl Scheduler {
     /// source sentence).
     fn finish_by_fallback(
         &mut self,
-        m: &mut Manager,
+        m: &mut RunState,
         backend: &mut dyn ChatBackend,
         terms: &Terms,
         job: UnitJob,
@@ -523,7 +522,7 @@ impl Scheduler {
     /// `attempts` tries) and checkpoint.
     fn finish(
         &mut self,
-        m: &mut Manager,
+        m: &mut RunState,
         job: UnitJob,
         attempts: usize,
         (n_err, text, findings, exchange): (usize, String, Vec<Finding>, Option<Exchange>),
@@ -580,7 +579,7 @@ fn worked_example(unit: &Unit, skeleton: &Skeleton, terms: &Terms, reply: &str) 
 /// the passage's constraint.
 #[allow(clippy::too_many_arguments)]
 fn unit_request(
-    m: &Manager,
+    m: &RunState,
     terms: &Terms,
     unit: &Unit,
     passage: &str,

@@ -33,6 +33,9 @@ static CJK_SPACE_RE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid CJK space regex")
 });
 
+/// The name of the whole line typography pass (`--skip-pass typography`).
+pub const TYPOGRAPHY: &str = "typography";
+
 /// `line`, the translation of `source` (the line the model was shown), typeset for `ctx`'s
 /// target language; the terms kept in the source language are `ctx`'s glossary entries
 /// that keep their source, and a kept term the model translated is written back first
@@ -49,7 +52,7 @@ pub fn typeset(ctx: &CheckContext, source: &str, line: &str) -> String {
         .collect();
     let skipped = |name: &str| ctx.skipped_passes.iter().any(|s| s == name);
     let mut out = line.to_string();
-    if skipped(super::writeback::TYPOGRAPHY) {
+    if skipped(TYPOGRAPHY) {
         return out;
     }
     for &rule in profile.typography {
@@ -136,7 +139,7 @@ fn no_space_inside_words(source: &str, line: &str) -> String {
 /// as closing. The mark is moved out of the span (`**…没有什么用**。无论`) wherever that
 /// makes the span render.
 fn bold_closed_before_marks(line: &str, closing_marks: &str) -> String {
-    use super::emphasis::bold_spans;
+    use super::bold::bold_spans;
     let mut out = line.to_string();
     let mut from = 0;
     while let Some(i) = out[from..].find("**").map(|i| i + from) {

@@ -8,7 +8,7 @@
 //! * book passes — `kept_words`, `emphasis`, `originals` — run once over the whole book
 //!   after translation, in [`BOOK_PASSES`]'s order, by [`run_book_passes`].
 
-use super::manager::Manager;
+use super::state::RunState;
 use crate::engine::backend::ChatBackend;
 use crate::glossary::Glossary;
 use crate::lang::Rule;
@@ -35,7 +35,7 @@ pub(super) trait WriteBack {
     /// Run the pass; its report line, or `None` when it changed nothing.
     fn run(
         &self,
-        m: &mut Manager,
+        m: &mut RunState,
         backend: &mut dyn ChatBackend,
         book: &mut BookText,
     ) -> Result<Option<String>>;
@@ -52,7 +52,7 @@ impl WriteBack for KeptWords {
 
     fn run(
         &self,
-        _m: &mut Manager,
+        _m: &mut RunState,
         _backend: &mut dyn ChatBackend,
         book: &mut BookText,
     ) -> Result<Option<String>> {
@@ -82,7 +82,7 @@ impl WriteBack for Emphasis {
 
     fn run(
         &self,
-        m: &mut Manager,
+        m: &mut RunState,
         backend: &mut dyn ChatBackend,
         book: &mut BookText,
     ) -> Result<Option<String>> {
@@ -106,7 +106,7 @@ impl WriteBack for Originals {
 
     fn run(
         &self,
-        _m: &mut Manager,
+        _m: &mut RunState,
         _backend: &mut dyn ChatBackend,
         book: &mut BookText,
     ) -> Result<Option<String>> {
@@ -122,8 +122,7 @@ impl WriteBack for Originals {
 /// The book passes, in the order they run.
 pub(super) const BOOK_PASSES: [&dyn WriteBack; 3] = [&KeptWords, &Emphasis, &Originals];
 
-/// The name of the whole line typography pass.
-pub const TYPOGRAPHY: &str = "typography";
+pub use super::typography::TYPOGRAPHY;
 
 /// Every pass name `--skip-pass` accepts: the book passes, `typography`, and each
 /// typography rule.
@@ -151,7 +150,7 @@ pub fn check_skipped(skipped: &[String]) -> Result<()> {
 /// Run the book passes not in `skipped`, in order, logging one report line each (a pass
 /// that changed nothing logs nothing; a skipped one says so).
 pub(super) fn run_book_passes(
-    m: &mut Manager,
+    m: &mut RunState,
     backend: &mut dyn ChatBackend,
     book: &mut BookText,
     skipped: &[String],
