@@ -1056,11 +1056,9 @@ unsafe fn gemv_blocks_body<const R: usize, const VNNI: bool>(
 }
 
 /// The entry points of a register path (`$body`, generic over the row count and VNNI):
-/// `$vnni` and `$avx2` for one to four activation rows and one weight row, and
-/// `$rows_vnni` for one activation row over consecutive weight rows (`bytes`: whole rows of
-/// `row_bytes`; `out[i]` gets row `i`), so a thread's share of a matrix is one call.
+/// `$vnni` and `$avx2` for one to four activation rows and one weight row.
 macro_rules! register_path {
-    ($body:ident, $x:ty, $vnni:ident, $rows_vnni:ident, $avx2:ident) => {
+    ($body:ident, $x:ty, $vnni:ident, $avx2:ident) => {
         #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI.")]
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
         pub unsafe fn $vnni<const R: usize>(
@@ -1070,20 +1068,6 @@ macro_rules! register_path {
             r0: usize,
         ) -> [f32; R] {
             $body::<R, true>(format, bytes, x, r0)
-        }
-
-        #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI, one activation row over consecutive weight rows.")]
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-        pub unsafe fn $rows_vnni(
-            format: Format,
-            bytes: &[u8],
-            row_bytes: usize,
-            x: &$x,
-            out: &mut [f32],
-        ) {
-            for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
-                *o = $body::<1, true>(format, row, x, 0)[0];
-            }
         }
 
         #[doc = concat!("[`", stringify!($body), "`] with AVX2.")]
@@ -1099,18 +1083,11 @@ macro_rules! register_path {
     };
 }
 
-register_path!(
-    gemv_k_body,
-    QuantizedRowsK,
-    gemv_k_vnni,
-    gemv_k_rows_vnni,
-    gemv_k_avx2
-);
+register_path!(gemv_k_body, QuantizedRowsK, gemv_k_vnni, gemv_k_avx2);
 register_path!(
     gemv_blocks_body,
     QuantizedRows,
     gemv_blocks_vnni,
-    gemv_blocks_rows_vnni,
     gemv_blocks_avx2
 );
 
