@@ -11,6 +11,7 @@ pub mod device;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;
+pub mod kv_blocks;
 pub mod kv_cache;
 pub mod prefix_cache;
 pub mod sampling;

@@ -3,7 +3,7 @@
 //! between architectures lives in each block's [`ArchSpec`] and the [`ModelConfig`].
 
 use super::layers::{all_logits, last_logits, Attn, Block, Embedding, Linear, RmsNorm, Rope};
-use super::{ArchSpec, ModelConfig};
+use super::spec::{ArchSpec, ModelConfig};
 use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::{ensure, Result};

@@ -9,8 +9,7 @@
 //! layer's: a cached prefix then serves any continuation exactly, and the attention
 //! kernels read only the window.
 
-use super::layers::{Activation, QkNorm, RopeStyle};
-use super::{ArchSpec, ModelConfig};
+use super::spec::{Activation, ArchSpec, ModelConfig, QkNorm, RopeStyle};
 use crate::engine::gguf::GgufFile;
 use anyhow::{bail, Result};
 use candle_core::quantized::gguf_file::Value;

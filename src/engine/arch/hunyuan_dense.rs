@@ -3,8 +3,7 @@
 //! *after* RoPE; projection biases wherever the GGUF has them. The converter bakes
 //! Hunyuan's NTK "alpha" RoPE scaling into `rope.freq_base`, so the base is used as read.
 
-use super::layers::{Activation, QkNorm, RopeStyle};
-use super::ArchSpec;
+use super::spec::{Activation, ArchSpec, QkNorm, RopeStyle};
 
 /// Hunyuan's blocks: q/k norms after NeoX RoPE, SwiGLU MLP.
 pub fn spec() -> ArchSpec {

@@ -10,11 +10,7 @@ use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
 use std::sync::Arc;
 
-use super::ModelConfig;
-
-/// Queries per attention chunk during prefill: bounds the score matrix to
-/// `n_head × ATTN_CHUNK × context` floats for one layer at a time.
-pub const ATTN_CHUNK: usize = 256;
+use super::spec::{Activation, ArchSpec, ModelConfig, QkNorm, RopeStyle};
 
 /// How a linear layer multiplies: Quire's CPU kernels over the memory-mapped GGUF bytes,
 /// or Candle's quantized matmul (GPUs, and weight types without a native kernel).
@@ -211,35 +207,6 @@ impl RmsNorm {
     }
 }
 
-/// How rotary embeddings pair up the dimensions of a head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeStyle {
-    /// Rotate dimension `i` with `i + d/2` (GPT-NeoX, Qwen2).
-    Neox,
-    /// Rotate dimensions `2i` with `2i+1` (GGUF Llama, whose Q/K rows were permuted for it).
-    Interleaved,
-}
-
-/// Where a block's per-head RMSNorm of queries and keys sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QkNorm {
-    /// No q/k norm.
-    None,
-    /// Normalise, then rotate (Qwen3, Gemma 3).
-    BeforeRope,
-    /// Rotate, then normalise (Hunyuan dense).
-    AfterRope,
-}
-
-/// The gated MLP's activation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    /// `silu(gate) · up` (SwiGLU).
-    Silu,
-    /// `gelu_tanh(gate) · up` (GeGLU, Gemma).
-    GeluTanh,
-}
-
 /// Precomputed cos/sin tables for rotary embeddings.
 pub struct Rope {
     cos: Tensor,
@@ -356,7 +323,7 @@ impl Block {
     pub fn load(
         gguf: &mut GgufFile,
         i: usize,
-        spec: &super::ArchSpec,
+        spec: &ArchSpec,
         rope: Arc<Rope>,
         cfg: &ModelConfig,
         device: &Device,

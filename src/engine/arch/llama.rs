@@ -3,8 +3,7 @@
 //! Llama 3.1+ GGUFs carry `rope_freqs.weight`, per-dimension divisors of the rotary
 //! frequencies, which the decoder applies wherever the file has them.
 
-use super::layers::{Activation, QkNorm, RopeStyle};
-use super::ArchSpec;
+use super::spec::{Activation, ArchSpec, QkNorm, RopeStyle};
 
 /// Llama's blocks: pre-norm attention and SwiGLU MLP, interleaved RoPE.
 pub fn spec() -> ArchSpec {

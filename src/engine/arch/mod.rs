@@ -9,6 +9,10 @@
 //! To add an architecture: a file here with `configure` (its metadata keys) and `spec`, a
 //! variant of [`Arch`], and its name in [`Arch::from_name`]. If it needs an operation the
 //! blocks lack, add it to [`layers`] behind a field of [`ArchSpec`].
+//!
+//! Imports run one way: the shared types are in [`spec`], which imports nothing from the
+//! files here; the per-architecture files, [`decoder`], [`layers`] and the KV cache import
+//! it; this file imports the per-architecture files and re-exports the types of [`spec`].
 
 pub mod attention;
 pub mod decoder;
@@ -18,6 +22,7 @@ pub mod layers;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
+pub mod spec;
 #[cfg(target_arch = "x86_64")]
 pub mod vexp;
 
@@ -25,46 +30,10 @@ use crate::engine::gguf::GgufFile;
 use crate::engine::kv_cache::KvCache;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
-use layers::{Activation, QkNorm, RopeStyle};
+pub use spec::{Activation, ArchSpec, ModelConfig, QkNorm, RopeStyle};
 
-/// Hyper-parameters read from GGUF metadata (`{arch}.*` keys).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ModelConfig {
-    /// `general.architecture`.
-    pub architecture: String,
-    /// Number of transformer blocks.
-    pub n_layer: usize,
-    /// Residual stream width.
-    pub hidden: usize,
-    /// Query heads.
-    pub n_head: usize,
-    /// Key/value heads (grouped-query attention when fewer than `n_head`).
-    pub n_kv_head: usize,
-    /// Width of one head (`attention.key_length`, which Qwen3 and Gemma 3 set apart from
-    /// `hidden / n_head`).
-    pub head_dim: usize,
-    /// Feed-forward inner width.
-    pub ffn: usize,
-    /// RoPE base frequency (of the global layers where some layers are windowed).
-    pub rope_theta: f32,
-    /// RoPE position scale (`1 / factor` of linear RoPE scaling; 1 without scaling).
-    pub rope_freq_scale: f32,
-    /// RoPE base of the sliding-window layers, where the architecture gives them their own.
-    pub rope_theta_local: Option<f32>,
-    /// RMSNorm epsilon.
-    pub rms_eps: f32,
-    /// Trained context length.
-    pub context_length: usize,
-    /// Vocabulary size (rows of the embedding).
-    pub vocab_size: usize,
-    /// Keys a windowed layer's query sees: itself and the `window - 1` before it.
-    pub sliding_window: Option<usize>,
-    /// Which layers attend through the sliding window (empty: none).
-    pub windowed_layers: Vec<bool>,
-    /// Attention score scale (`1 / sqrt(head_dim)` unless the architecture says otherwise).
-    pub attn_scale: f32,
-}
-
+// Reading a configuration needs each architecture's own keys (`Arch::configure`), so it
+// lives here, above the per-architecture files, rather than in `spec`.
 impl ModelConfig {
     /// Read the configuration of the GGUF's architecture from `gguf`.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
@@ -118,20 +87,6 @@ impl ModelConfig {
         Arch::of(gguf)?.configure(&mut cfg, gguf)?;
         Ok(cfg)
     }
-
-    /// Bytes of KV cache per token (keys and values, all layers) at `elem_bytes` per value
-    /// (4 for f32, 2 for bf16; see `KvLayout::elem_bytes`).
-    pub fn kv_bytes_per_token(&self, elem_bytes: usize) -> usize {
-        2 * self.n_layer * self.n_kv_head * self.head_dim * elem_bytes
-    }
-
-    /// The sliding window of layer `layer`, if it is a windowed layer.
-    pub fn window(&self, layer: usize) -> Option<usize> {
-        match self.windowed_layers.get(layer) {
-            Some(true) => self.sliding_window,
-            _ => None,
-        }
-    }
 }
 
 /// `1 / factor` for linear RoPE scaling, 1 without; other scaling types are refused (they
@@ -152,22 +107,6 @@ fn rope_freq_scale(gguf: &GgufFile, arch: &str) -> Result<f32> {
             gguf.path.display()
         ),
     }
-}
-
-/// How an architecture's blocks compute, beyond its hyper-parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ArchSpec {
-    /// How rotary embeddings pair a head's dimensions.
-    pub rope_style: RopeStyle,
-    /// Per-head RMSNorm of queries and keys, and whether it comes before or after RoPE.
-    pub qk_norm: QkNorm,
-    /// RMSNorm of the attention output and of the MLP output before each joins the
-    /// residual stream (Gemma's "sandwich" norms).
-    pub post_norms: bool,
-    /// The gated MLP's activation.
-    pub activation: Activation,
-    /// Factor applied to the token embeddings (Gemma: `sqrt(hidden)`).
-    pub embed_scale: Option<f32>,
 }
 
 /// The supported architectures, by `general.architecture`.

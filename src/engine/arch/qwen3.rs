@@ -1,8 +1,7 @@
 //! Qwen3 (dense): Qwen2's block without Q/K/V biases, with a per-head RMSNorm of queries
 //! and keys before RoPE; the head size (`attention.key_length`) is not `hidden / heads`.
 
-use super::layers::{Activation, QkNorm, RopeStyle};
-use super::ArchSpec;
+use super::spec::{Activation, ArchSpec, QkNorm, RopeStyle};
 
 /// Qwen3's blocks: q/k norms before NeoX RoPE, SwiGLU MLP.
 pub fn spec() -> ArchSpec {

@@ -6,9 +6,12 @@
 //! a cached prefix exact). Per block the quantizer also stores what the kernels need
 //! besides the values: the negated sums of each group of four values (to subtract a
 //! format's integer offset inside the integer dot product) and `d · Σq` (for formats with a
-//! minimum).
+//! minimum). With AVX-512 the block quantizers run sixteen values at a time (the private
+//! `simd` module below), bit-identical to the scalar ones.
 
 use super::formats::{min_len, BLOCK, LANES};
+#[cfg(target_arch = "x86_64")]
+use super::isa::Isa;
 use rayon::prelude::*;
 
 /// `round(v · inv)` clamped to ±127 (half away from zero, without a libm call).
@@ -86,12 +89,12 @@ impl QuantizedRows {
 
 /// Quantize one 32-value block: values into `qs`, the negated sum of every 4 into
 /// `neg_lane_sums`; returns the scale and the sum of the values. With AVX-512 sixteen
-/// values at a time ([`super::x86::quantize_block`], bit-identical, tested).
+/// values at a time ([`simd::quantize_block`], bit-identical, tested).
 fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]) -> (f32, i32) {
     #[cfg(target_arch = "x86_64")]
-    if super::Isa::detect() == super::Isa::Vnni {
+    if Isa::detect() == Isa::Vnni {
         // SAFETY: the Vnni path implies AVX-512 F, BW and AVX2; the slices hold 32, 32, 8.
-        return unsafe { super::x86::quantize_block(x, qs, neg_lane_sums) };
+        return unsafe { simd::quantize_block(x, qs, neg_lane_sums) };
     }
     quantize_block_scalar(x, qs, neg_lane_sums)
 }
@@ -116,12 +119,12 @@ pub fn quantize_block_scalar(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]
 
 /// Quantize one 256-value block: values into `qs`, the sum of every 16 into `gsums`;
 /// returns the scale. With AVX-512 the same arithmetic runs 16 values at a time
-/// ([`super::x86::quantize_k_block`], bit-identical, tested).
+/// ([`simd::quantize_k_block`], bit-identical, tested).
 fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if super::Isa::detect() == super::Isa::Vnni {
+    if Isa::detect() == Isa::Vnni {
         // SAFETY: the Vnni path implies AVX-512 F and BW; the slices hold 256, 256 and 16.
-        return unsafe { super::x86::quantize_k_block(x, qs, gsums) };
+        return unsafe { simd::quantize_k_block(x, qs, gsums) };
     }
     quantize_k_block_scalar(x, qs, gsums)
 }
@@ -203,6 +206,94 @@ impl QuantizedRowsK {
                 }
             });
         out
+    }
+}
+
+/// The block quantizers on AVX-512: the arithmetic of the scalar ones sixteen values at a
+/// time, so the same bits (tested below).
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    /// [`super::quantize_k_block_scalar`] sixteen values at a time: the same
+    /// maximum, scale, clamp, round-half-away-from-zero and truncation, so the same bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW; `x` and `qs` must hold 256 values, `gsums` 16.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
+        debug_assert!(x.len() >= 256 && qs.len() >= 256 && gsums.len() >= 16);
+        let xp = x.as_ptr();
+        let mut m = _mm512_setzero_ps();
+        for g in 0..16 {
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xp.add(g * 16))));
+        }
+        let d = _mm512_reduce_max_ps(m) / 127.0;
+        let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+        let (half, sign) = (_mm512_set1_ps(0.5), _mm512_set1_ps(-0.0));
+        for g in 0..16 {
+            let v = _mm512_mul_ps(_mm512_loadu_ps(xp.add(g * 16)), inv);
+            let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            // copysign(0.5, v) with integer bit operations (AVX-512 F only).
+            let bits = _mm512_and_si512(_mm512_castps_si512(v), _mm512_castps_si512(sign));
+            let r = _mm512_add_ps(
+                v,
+                _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(half), bits)),
+            );
+            let q = _mm512_cvttps_epi32(r);
+            _mm_storeu_si128(
+                qs.as_mut_ptr().add(g * 16) as *mut __m128i,
+                _mm512_cvtepi32_epi8(q),
+            );
+            gsums[g] = _mm512_reduce_add_epi32(q) as i16;
+        }
+        d
+    }
+
+    /// [`super::quantize_block_scalar`] sixteen values at a time (the same
+    /// arithmetic as [`quantize_k_block`]); the sums of 4 come from `vpmaddubsw`/`vpmaddwd`
+    /// on the stored bytes (exact integers).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW and AVX2; `x` and `qs` must hold 32 values,
+    /// `neg_lane_sums` 8.
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    pub unsafe fn quantize_block(
+        x: &[f32],
+        qs: &mut [i8],
+        neg_lane_sums: &mut [i32],
+    ) -> (f32, i32) {
+        debug_assert!(x.len() >= 32 && qs.len() >= 32 && neg_lane_sums.len() >= 8);
+        let xp = x.as_ptr();
+        let (a, b) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+        let d = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))) / 127.0;
+        let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+        let (half, sign) = (_mm512_set1_epi32(0x3f00_0000), _mm512_set1_epi32(i32::MIN));
+        for (h, v) in [a, b].into_iter().enumerate() {
+            let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), lo), hi);
+            let half = _mm512_or_si512(half, _mm512_and_si512(_mm512_castps_si512(v), sign));
+            let q = _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half)));
+            _mm_storeu_si128(
+                qs.as_mut_ptr().add(h * 16) as *mut __m128i,
+                _mm512_cvtepi32_epi8(q),
+            );
+        }
+        let q = _mm256_loadu_si256(qs.as_ptr() as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+        let fours = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        _mm256_storeu_si256(
+            neg_lane_sums.as_mut_ptr() as *mut __m256i,
+            _mm256_sub_epi32(_mm256_setzero_si256(), fours),
+        );
+        let s4 = _mm_add_epi32(
+            _mm256_castsi256_si128(fours),
+            _mm256_extracti128_si256(fours, 1),
+        );
+        let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
+        let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
+        (d, _mm_cvtsi128_si32(s1))
     }
 }
 

@@ -29,6 +29,11 @@
 //!
 //! Adding a weight format = a [`formats::Format`] variant, its scalar decoder, its SIMD
 //! decoder, and its case in the register-decoding kernels.
+//!
+//! Imports run one way: [`formats`] and `isa` import no other kernel file; [`activations`]
+//! (the quantizers, scalar and SIMD) imports them; [`portable`] imports those; [`x86`]
+//! imports the portable reference as well; [`x86_rows`] imports [`x86`]; this file drives
+//! them all.
 
 /// Generate a function that runs a tile kernel over activation rows `r0..r1` — four at a
 /// time, then the remainder — and writes `y[r·n + j0 + jj]`: one call per group of weight
@@ -82,77 +87,19 @@ macro_rules! row_loop {
 
 pub mod activations;
 pub mod formats;
+mod isa;
 pub mod portable;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_rows;
 
-use crate::engine::config::Kernels;
 use activations::{QuantizedRows, QuantizedRowsK};
 use anyhow::{ensure, Result};
 use formats::{DecodedRow, DecodedRowK, Format};
+pub use isa::Isa;
 use rayon::prelude::*;
-use std::sync::{Arc, OnceLock};
-
-/// Which tile kernel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    /// AVX-512 VNNI (plus AVX2 decoders).
-    Vnni,
-    /// AVX2 + FMA.
-    Avx2,
-    /// Plain Rust.
-    Portable,
-}
-
-impl Isa {
-    /// The best kernel this CPU runs, unless the installed [`EngineConfig`] asks for AVX2 or
-    /// plain Rust (for comparisons; a choice the CPU cannot run falls back to the best one).
-    ///
-    /// [`EngineConfig`]: crate::engine::config::EngineConfig
-    pub fn detect() -> Self {
-        static ISA: OnceLock<Isa> = OnceLock::new();
-        *ISA.get_or_init(|| {
-            let best = Self::best();
-            match crate::engine::config::active().kernels {
-                Kernels::Portable => Self::Portable,
-                Kernels::Avx2 if best != Self::Portable => Self::Avx2,
-                _ => best,
-            }
-        })
-    }
-
-    /// The best kernel this CPU supports.
-    pub fn best() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                if !is_x86_feature_detected!("f16c") {
-                    return Self::Portable;
-                }
-                if is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512vl")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512vnni")
-                {
-                    return Self::Vnni;
-                }
-                return Self::Avx2;
-            }
-        }
-        Self::Portable
-    }
-
-    /// Every kernel this CPU can run (for tests and benches).
-    pub fn available() -> Vec<Self> {
-        match Self::best() {
-            Self::Vnni => vec![Self::Vnni, Self::Avx2, Self::Portable],
-            Self::Avx2 => vec![Self::Avx2, Self::Portable],
-            Self::Portable => vec![Self::Portable],
-        }
-    }
-}
+use std::sync::Arc;
 
 /// Where a matrix's bytes live: memory-mapped from the model file, or owned.
 pub enum WeightBytes {

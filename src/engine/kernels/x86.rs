@@ -25,83 +25,6 @@ pub(super) unsafe fn f16_at(b: &[u8]) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
-/// [`super::activations::quantize_k_block_scalar`] sixteen values at a time: the same
-/// maximum, scale, clamp, round-half-away-from-zero and truncation, so the same bits.
-///
-/// # Safety
-/// The CPU must have AVX-512 F and BW; `x` and `qs` must hold 256 values, `gsums` 16.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn quantize_k_block(x: &[f32], qs: &mut [i8], gsums: &mut [i16]) -> f32 {
-    debug_assert!(x.len() >= 256 && qs.len() >= 256 && gsums.len() >= 16);
-    let xp = x.as_ptr();
-    let mut m = _mm512_setzero_ps();
-    for g in 0..16 {
-        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xp.add(g * 16))));
-    }
-    let d = _mm512_reduce_max_ps(m) / 127.0;
-    let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
-    let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
-    let (half, sign) = (_mm512_set1_ps(0.5), _mm512_set1_ps(-0.0));
-    for g in 0..16 {
-        let v = _mm512_mul_ps(_mm512_loadu_ps(xp.add(g * 16)), inv);
-        let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-        // copysign(0.5, v) with integer bit operations (AVX-512 F only).
-        let bits = _mm512_and_si512(_mm512_castps_si512(v), _mm512_castps_si512(sign));
-        let r = _mm512_add_ps(
-            v,
-            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(half), bits)),
-        );
-        let q = _mm512_cvttps_epi32(r);
-        _mm_storeu_si128(
-            qs.as_mut_ptr().add(g * 16) as *mut __m128i,
-            _mm512_cvtepi32_epi8(q),
-        );
-        gsums[g] = _mm512_reduce_add_epi32(q) as i16;
-    }
-    d
-}
-
-/// [`super::activations::quantize_block_scalar`] sixteen values at a time (the same
-/// arithmetic as [`quantize_k_block`]); the sums of 4 come from `vpmaddubsw`/`vpmaddwd`
-/// on the stored bytes (exact integers).
-///
-/// # Safety
-/// The CPU must have AVX-512 F and BW and AVX2; `x` and `qs` must hold 32 values,
-/// `neg_lane_sums` 8.
-#[target_feature(enable = "avx2,avx512f,avx512bw")]
-pub unsafe fn quantize_block(x: &[f32], qs: &mut [i8], neg_lane_sums: &mut [i32]) -> (f32, i32) {
-    debug_assert!(x.len() >= 32 && qs.len() >= 32 && neg_lane_sums.len() >= 8);
-    let xp = x.as_ptr();
-    let (a, b) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
-    let d = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))) / 127.0;
-    let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
-    let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
-    let (half, sign) = (_mm512_set1_epi32(0x3f00_0000), _mm512_set1_epi32(i32::MIN));
-    for (h, v) in [a, b].into_iter().enumerate() {
-        let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), lo), hi);
-        let half = _mm512_or_si512(half, _mm512_and_si512(_mm512_castps_si512(v), sign));
-        let q = _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half)));
-        _mm_storeu_si128(
-            qs.as_mut_ptr().add(h * 16) as *mut __m128i,
-            _mm512_cvtepi32_epi8(q),
-        );
-    }
-    let q = _mm256_loadu_si256(qs.as_ptr() as *const __m256i);
-    let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
-    let fours = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-    _mm256_storeu_si256(
-        neg_lane_sums.as_mut_ptr() as *mut __m256i,
-        _mm256_sub_epi32(_mm256_setzero_si256(), fours),
-    );
-    let s4 = _mm_add_epi32(
-        _mm256_castsi256_si128(fours),
-        _mm256_extracti128_si256(fours, 1),
-    );
-    let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
-    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
-    (d, _mm_cvtsi128_si32(s1))
-}
-
 /// Horizontal sum in the order of [`super::portable::hsum`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -1133,11 +1056,9 @@ unsafe fn gemv_blocks_body<const R: usize, const VNNI: bool>(
 }
 
 /// The entry points of a register path (`$body`, generic over the row count and VNNI):
-/// `$vnni` and `$avx2` for one to four activation rows and one weight row, and
-/// `$rows_vnni` for one activation row over consecutive weight rows (`bytes`: whole rows of
-/// `row_bytes`; `out[i]` gets row `i`), so a thread's share of a matrix is one call.
+/// `$vnni` and `$avx2` for one to four activation rows and one weight row.
 macro_rules! register_path {
-    ($body:ident, $x:ty, $vnni:ident, $rows_vnni:ident, $avx2:ident) => {
+    ($body:ident, $x:ty, $vnni:ident, $avx2:ident) => {
         #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI.")]
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
         pub unsafe fn $vnni<const R: usize>(
@@ -1147,20 +1068,6 @@ macro_rules! register_path {
             r0: usize,
         ) -> [f32; R] {
             $body::<R, true>(format, bytes, x, r0)
-        }
-
-        #[doc = concat!("[`", stringify!($body), "`] with AVX-512 VNNI, one activation row over consecutive weight rows.")]
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-        pub unsafe fn $rows_vnni(
-            format: Format,
-            bytes: &[u8],
-            row_bytes: usize,
-            x: &$x,
-            out: &mut [f32],
-        ) {
-            for (o, row) in out.iter_mut().zip(bytes.chunks_exact(row_bytes)) {
-                *o = $body::<1, true>(format, row, x, 0)[0];
-            }
         }
 
         #[doc = concat!("[`", stringify!($body), "`] with AVX2.")]
@@ -1176,18 +1083,11 @@ macro_rules! register_path {
     };
 }
 
-register_path!(
-    gemv_k_body,
-    QuantizedRowsK,
-    gemv_k_vnni,
-    gemv_k_rows_vnni,
-    gemv_k_avx2
-);
+register_path!(gemv_k_body, QuantizedRowsK, gemv_k_vnni, gemv_k_avx2);
 register_path!(
     gemv_blocks_body,
     QuantizedRows,
     gemv_blocks_vnni,
-    gemv_blocks_rows_vnni,
     gemv_blocks_avx2
 );
 

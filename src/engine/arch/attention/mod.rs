@@ -21,11 +21,14 @@ mod tiles;
 #[cfg(target_arch = "x86_64")]
 use super::vexp::exp8;
 
-use super::layers::ATTN_CHUNK;
-use crate::engine::kv_cache::{KeyBlocks, KvBlocks16};
+use crate::engine::kv_blocks::{KeyBlocks, KvBlocks16};
 use anyhow::{bail, ensure, Result};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
+
+/// Queries per attention chunk during prefill: bounds the score matrix to
+/// `n_head × ATTN_CHUNK × context` floats for one layer at a time.
+pub const ATTN_CHUNK: usize = 256;
 
 /// Whether CPU attention for head size `hd` reads keys as [`KeyBlocks`]: on CPUs with the
 /// AVX-512 kernels (`QUIRE_CPU_KERNEL=avx2|portable` turns it off, as for the matmuls).

@@ -11,10 +11,10 @@
 //! runs over positions in order with the output in registers (64 dimensions × up to 4 heads
 //! at a time).
 //!
-//! [`KeyBlocks`]: crate::engine::kv_cache::KeyBlocks
+//! [`KeyBlocks`]: crate::engine::kv_blocks::KeyBlocks
 
 use crate::engine::arch::vexp::{exp16, exp16_fast};
-use crate::engine::kv_cache::KeyBlocks;
+use crate::engine::kv_blocks::KeyBlocks;
 use std::arch::x86_64::*;
 
 const W: usize = KeyBlocks::WIDTH;
@@ -295,7 +295,7 @@ unsafe fn pv_tile<const R: usize>(a: &PvArgs) {
 
 /// Where one kv head's keys and values are, in the bf16 blocks of [`KvBlocks16`].
 ///
-/// [`KvBlocks16`]: crate::engine::kv_cache::KvBlocks16
+/// [`KvBlocks16`]: crate::engine::kv_blocks::KvBlocks16
 pub struct KvHead16<'a> {
     /// The layer's key blocks (all heads): `[block][kv_head][hd/2][16][2]`.
     pub keys: &'a [u16],
