@@ -808,14 +808,9 @@ pub fn run(opts: &EngineBenchOptions) -> Result<EngineReport> {
     run_on(opts, "cpu")
 }
 
-/// Run the whole engine benchmark with Quire on `device` (`cpu`, `cuda`, `cuda:N` or
-/// `metal`, as [`crate::engine::device::parse_device`] reads it). On `cuda…` llama.cpp runs
-/// from a llama-cpp-python built with `GGML_CUDA=ON` ([`ensure_llama_python_cuda`]) with
-/// every layer offloaded; the memory-bandwidth limit, measured on host memory, then does not
-/// bound either engine and is reported only for reference.
-pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
-    let device = device.trim().to_ascii_lowercase();
-    let on_gpu = device != "cpu";
+/// Refuse a combination of device, instruction set and runner that cannot be measured,
+/// before anything is built or loaded.
+fn check_options(opts: &EngineBenchOptions, device: &str, on_gpu: bool) -> Result<()> {
     if device == "auto" {
         bail!("--device auto: name the device to measure (cpu, cuda, cuda:N or metal)");
     }
@@ -831,7 +826,7 @@ pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
     if on_gpu {
         // Refused here, before llama.cpp's venv is built or anything is measured, when this
         // build or machine has no such device.
-        crate::engine::device::parse_device(&device)?;
+        crate::engine::device::parse_device(device)?;
     }
     opts.isa.check(CpuFeatures::detect())?;
     if opts.isa != BenchIsa::Native && matches!(opts.quire, QuireRunner::InProcess) {
@@ -840,6 +835,18 @@ pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
             opts.isa.name()
         );
     }
+    Ok(())
+}
+
+/// Run the whole engine benchmark with Quire on `device` (`cpu`, `cuda`, `cuda:N` or
+/// `metal`, as [`crate::engine::device::parse_device`] reads it). On `cuda…` llama.cpp runs
+/// from a llama-cpp-python built with `GGML_CUDA=ON` ([`ensure_llama_python_cuda`]) with
+/// every layer offloaded; the memory-bandwidth limit, measured on host memory, then does not
+/// bound either engine and is reported only for reference.
+pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
+    let device = device.trim().to_ascii_lowercase();
+    let on_gpu = device != "cpu";
+    check_options(opts, &device, on_gpu)?;
     let threads = opts.threads.max(1);
     if matches!(opts.quire, QuireRunner::InProcess) {
         sys::use_threads(threads);
@@ -966,8 +973,8 @@ pub fn run_on(opts: &EngineBenchOptions, device: &str) -> Result<EngineReport> {
     })
 }
 
-/// The report as text tables.
-pub fn render_text(r: &EngineReport) -> String {
+/// The table's rows: each measure, Quire's and llama.cpp's figures, their ratio.
+fn table_rows(r: &EngineReport) -> Vec<Vec<String>> {
     let q = &r.quire;
     let l = r.llama_cpp.as_ref();
     let row = |name: String,
@@ -1043,6 +1050,14 @@ pub fn render_text(r: &EngineReport) -> String {
             "lower",
         ),
     ]);
+    rows
+}
+
+/// The report as text tables.
+pub fn render_text(r: &EngineReport) -> String {
+    let q = &r.quire;
+    let l = r.llama_cpp.as_ref();
+    let rows = table_rows(r);
     let mut s = String::new();
     s.push_str(&format!(
         "model    {} ({:.1} MB file)\n",
@@ -1099,6 +1114,14 @@ pub fn render_text(r: &EngineReport) -> String {
             "decode × N sequences: N copies of the 512-token prompt's cache stepped together, one forward pass a step (how `quire translate` decodes its units); the llama.cpp column is its single-stream decode.\n",
         );
     }
+    s.push_str(&bandwidth_text(r));
+    s
+}
+
+/// The memory-bandwidth limit on decode and each engine's share of it.
+fn bandwidth_text(r: &EngineReport) -> String {
+    let (q, l) = (&r.quire, r.llama_cpp.as_ref());
+    let mut s = String::new();
     let w = &r.weights;
     if r.device != "cpu" {
         s.push_str(&format!(
