@@ -5,6 +5,7 @@ use super::lang::{self, Script, ScriptCounts};
 use super::numbers::{same_value, source_numbers_with, target_values};
 use super::{Category, CheckContext, Finding, Severity};
 use crate::glossary::contains_term;
+use crate::lang::zh::numerals::{HUNDRED_MILLION, TEN_THOUSAND, THOUSAND};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -94,8 +95,11 @@ pub(crate) fn check(segments: &[Segment], ctx: &CheckContext, out: &mut Vec<Find
 }
 
 static NUM_TEXT_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[0-9]+(?:[.,][0-9]+)*\s?(?:[KkMBT万亿千]|million|billion|thousand)?")
-        .expect("valid regex")
+    let magnitudes = format!("KkMBT{TEN_THOUSAND}{HUNDRED_MILLION}{THOUSAND}");
+    Regex::new(&format!(
+        r"[0-9]+(?:[.,][0-9]+)*\s?(?:[{magnitudes}]|million|billion|thousand)?"
+    ))
+    .expect("valid regex")
 });
 
 fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
@@ -130,6 +134,8 @@ fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
     } else {
         format!("; translation has {}", tgt_nums.join(", "))
     };
+    let action =
+        format!("Keep every number and its magnitude (128K = 12.8{TEN_THOUSAND}, not 12.8K).");
     out.push(at(
         seg,
         ctx.finding(
@@ -152,7 +158,7 @@ fn numbers(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
                 },
                 extra
             ),
-            "Keep every number and its magnitude (128K = 12.8万, not 12.8K).",
+            &action,
         ),
     ));
 }
@@ -204,6 +210,8 @@ fn is_citation(seg: &Segment) -> bool {
     }
 }
 
+/// Language findings of one segment of a pair of two languages: left untranslated (as a
+/// whole or in English runs) or in a wrong language.
 fn language(
     seg: &Segment,
     ctx: &CheckContext,
@@ -211,10 +219,38 @@ fn language(
     tgt_script: Script,
     out: &mut Vec<Finding>,
 ) {
-    if is_citation(seg) {
+    if is_citation(seg) || identical(seg, ctx, out) {
         return;
     }
     let sc = ScriptCounts::of(&seg.tgt);
+    if sc.total < 12 {
+        return;
+    }
+    if untranslated(seg, ctx, &sc, src_script, tgt_script, out) {
+        return;
+    }
+    if let Some(why) = wrong_language(seg, ctx, &sc, src_script, tgt_script) {
+        out.push(at(
+            seg,
+            ctx.finding(
+                Category::WrongLanguage,
+                Severity::Error,
+                None,
+                None,
+                format!(
+                    "not in {}: {why}: {:?}",
+                    ctx.target_lang,
+                    excerpt(&seg.tgt, 60)
+                ),
+                "Translate into the target language.",
+            ),
+        ));
+    }
+}
+
+/// A translation identical to its source of three words or more (whitespace aside):
+/// reported as left untranslated; whether it was.
+fn identical(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) -> bool {
     let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let src_words = seg
         .src
@@ -233,11 +269,22 @@ fn language(
                 "Translate this text.",
             ),
         ));
-        return;
+        return true;
     }
-    if sc.total < 12 {
-        return;
-    }
+    false
+}
+
+/// Untranslated text in a translation whose script counts are `sc`: the whole segment in
+/// the source's script (then `true`: nothing more to check), runs of English in a target of
+/// another script, or a translation that reads as English in one of the same script.
+fn untranslated(
+    seg: &Segment,
+    ctx: &CheckContext,
+    sc: &ScriptCounts,
+    src_script: Script,
+    tgt_script: Script,
+    out: &mut Vec<Finding>,
+) -> bool {
     if tgt_script != src_script {
         // Whole segment in the source script.
         if sc.share(tgt_script) < 0.1 && sc.share(src_script) > 0.8 {
@@ -255,28 +302,10 @@ fn language(
                     "Translate this text.",
                 ),
             ));
-            return;
+            return true;
         }
         if src_script == Script::Latin && lang::primary(&ctx.source_lang) == "en" {
-            let runs = lang::latin_runs(&seg.tgt, 7);
-            if !runs.is_empty() {
-                let shown: Vec<String> = runs
-                    .iter()
-                    .take(2)
-                    .map(|r| format!("{:?}", excerpt(r, 70)))
-                    .collect();
-                out.push(at(
-                    seg,
-                    ctx.finding(
-                        Category::Untranslated,
-                        Severity::Warning,
-                        None,
-                        None,
-                        format!("English left in the translation: {}", shown.join(", ")),
-                        "Translate the English passage (keep it only if it is a quotation or a name).",
-                    ),
-                ));
-            }
+            english_runs(seg, ctx, out);
         }
     } else if lang::primary(&ctx.source_lang) == "en" {
         let (share, words) = lang::en_stopword_share(&seg.tgt);
@@ -298,8 +327,42 @@ fn language(
             ));
         }
     }
-    // Wrong language: a script that is neither the target's nor the source's.
-    let mut wrong: Option<String> = None;
+    false
+}
+
+/// Runs of English left in a translation into another script.
+fn english_runs(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {
+    let runs = lang::latin_runs(&seg.tgt, 7);
+    if !runs.is_empty() {
+        let shown: Vec<String> = runs
+            .iter()
+            .take(2)
+            .map(|r| format!("{:?}", excerpt(r, 70)))
+            .collect();
+        out.push(at(
+            seg,
+            ctx.finding(
+                Category::Untranslated,
+                Severity::Warning,
+                None,
+                None,
+                format!("English left in the translation: {}", shown.join(", ")),
+                "Translate the English passage (keep it only if it is a quotation or a name).",
+            ),
+        ));
+    }
+}
+
+/// Why a translation whose script counts are `sc` is in a wrong language, if it is: a
+/// script that is neither the target's nor the source's, or (Chinese) the other written
+/// standard's characters.
+fn wrong_language(
+    seg: &Segment,
+    ctx: &CheckContext,
+    sc: &ScriptCounts,
+    src_script: Script,
+    tgt_script: Script,
+) -> Option<String> {
     // Every script the target's profile writes (Japanese: Han and kana).
     let target = crate::lang::profile(&ctx.target_lang);
     let target_writes = |s: Script| target.is_some_and(|p| p.scripts.contains(&s));
@@ -319,41 +382,24 @@ fn language(
         let share = sc.share(s);
         let threshold = if s == Script::Kana { 0.1 } else { 0.25 };
         if share >= threshold && sc.get(s) >= 5 {
-            wrong = Some(format!(
+            return Some(format!(
                 "{:.0}% of the letters are {:?} script",
                 share * 100.0,
                 s
             ));
-            break;
         }
     }
-    if wrong.is_none() && lang::primary(&ctx.target_lang) == "zh" {
+    if lang::is_chinese(&ctx.target_lang) {
         let trad = lang::is_traditional_zh(&ctx.target_lang);
         let (n, han) = lang::wrong_chinese_standard(&seg.tgt, trad);
         if n >= 3 && n * 20 >= han {
-            wrong = Some(format!(
+            return Some(format!(
                 "{n} of {han} Chinese characters are {} forms",
                 if trad { "Simplified" } else { "Traditional" }
             ));
         }
     }
-    if let Some(why) = wrong {
-        out.push(at(
-            seg,
-            ctx.finding(
-                Category::WrongLanguage,
-                Severity::Error,
-                None,
-                None,
-                format!(
-                    "not in {}: {why}: {:?}",
-                    ctx.target_lang,
-                    excerpt(&seg.tgt, 60)
-                ),
-                "Translate into the target language.",
-            ),
-        ));
-    }
+    None
 }
 
 fn repetition(seg: &Segment, ctx: &CheckContext, out: &mut Vec<Finding>) {

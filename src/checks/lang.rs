@@ -6,14 +6,13 @@
 
 use std::collections::HashMap;
 
-pub use crate::lang::{
-    expected_script, is_traditional_zh, primary, script_of, Script, ScriptCounts,
+use crate::lang::punct::{
+    BRACKET_PAIRS, FULLWIDTH_EXCLAMATION, FULLWIDTH_QUESTION, IDEOGRAPHIC_FULL_STOP,
 };
-
-/// Characters used only in Traditional Chinese (their simplified forms differ).
-const TRADITIONAL_ONLY: &str = "們這個說對時為來會學國與進還過發經問體處應據裡實現並關種後點務區開長從無頭義見當樣於業機電話讓麼邊寫讀識計記設語錯間隨題類檔數據庫網絡軟體憶記錄結構資訊術";
-/// Characters used only in Simplified Chinese.
-const SIMPLIFIED_ONLY: &str = "们这个说对时为来会学国与进还过发经问体处应实现并关种点务区开长从无头义见当样业机电话让么边写读识计记设语错间随题类档数库网络软忆录结构资讯术";
+use crate::lang::zh::{SIMPLIFIED_ONLY, TRADITIONAL_ONLY};
+pub use crate::lang::{
+    expected_script, is_chinese, is_traditional_zh, primary, script_of, Script, ScriptCounts,
+};
 
 /// Count of characters from the other Chinese standard than the target's.
 pub fn wrong_chinese_standard(text: &str, target_traditional: bool) -> (usize, usize) {
@@ -167,7 +166,15 @@ pub fn repeated_run_upto(
 pub fn repeated_sentences(text: &str, min_chars: usize) -> Vec<(String, usize)> {
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
-    for s in text.split(['。', '！', '？', '.', '!', '?', '\n']) {
+    for s in text.split([
+        IDEOGRAPHIC_FULL_STOP,
+        FULLWIDTH_EXCLAMATION,
+        FULLWIDTH_QUESTION,
+        '.',
+        '!',
+        '?',
+        '\n',
+    ]) {
         let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
         if s.chars().count() < min_chars {
             continue;
@@ -206,15 +213,7 @@ pub fn visible_len(text: &str) -> usize {
 
 /// Delimiter balance of prose: for each pair, opens minus closes.
 pub fn bracket_balance(text: &str) -> Vec<(&'static str, i64)> {
-    let pairs: [(&'static str, &[char], &[char]); 6] = [
-        ("()", &['(', '（'], &[')', '）']),
-        ("[]", &['[', '【'], &[']', '】']),
-        ("“”", &['“'], &['”']),
-        ("‘’", &['‘'], &['’']),
-        ("「」", &['「', '『'], &['」', '』']),
-        ("《》", &['《'], &['》']),
-    ];
-    pairs
+    BRACKET_PAIRS
         .iter()
         .map(|(name, open, close)| {
             let o = text.chars().filter(|c| open.contains(c)).count() as i64;

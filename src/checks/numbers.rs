@@ -1,6 +1,7 @@
 //! Numbers in prose, normalised to values so that `367,000` matches `36.7万` and
 //! `1.5 billion` matches `15亿`, while `128K` does not match `12.8K`.
 
+use crate::lang::zh::numerals;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -14,14 +15,15 @@ pub struct SourceNumber {
 }
 
 static NUM_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    Regex::new(&format!(
         r"(?x)
-        (?P<num>[0-9]+(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)
-        (?:[\u{20}\u{a0}]?(?P<suffix>
+        (?P<num>[0-9]+(?:,[0-9]{{3}})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)
+        (?:[\u{{20}}\u{{a0}}]?(?P<suffix>
             thousand|million|billion|trillion|bn|[KkMBT](?:[^A-Za-z]|$)
-            |万亿|[万亿千百]
+            |{}
         ))?",
-    )
+        numerals::MAGNITUDE_PATTERN
+    ))
     .expect("valid number regex")
 });
 
@@ -31,26 +33,19 @@ fn suffix_core(s: &str) -> &str {
     let mut chars = s.chars();
     match (chars.next(), chars.next()) {
         (Some(c), Some(_)) if "KkMBT".contains(c) => &s[..1],
-        _ => s.trim_end_matches(|c: char| !c.is_alphanumeric() && !is_cn_unit(c)),
+        _ => s.trim_end_matches(|c: char| !c.is_alphanumeric() && !numerals::is_unit(c)),
     }
 }
 
 fn suffix_scale(s: &str) -> Option<f64> {
     let s = suffix_core(s);
     Some(match s {
-        "thousand" | "K" | "k" | "千" => 1e3,
+        "thousand" | "K" | "k" => 1e3,
         "million" | "M" => 1e6,
         "billion" | "bn" | "B" => 1e9,
-        "trillion" | "T" | "万亿" => 1e12,
-        "万" => 1e4,
-        "亿" => 1e8,
-        "百" => 1e2,
-        _ => return None,
+        "trillion" | "T" => 1e12,
+        _ => return numerals::magnitude(s),
     })
-}
-
-fn is_cn_unit(c: char) -> bool {
-    matches!(c, '十' | '百' | '千' | '万' | '亿')
 }
 
 fn parse_plain(num: &str) -> Option<f64> {
@@ -84,7 +79,7 @@ pub fn source_numbers_with(text: &str, numerals: bool) -> Vec<SourceNumber> {
     }
     if numerals {
         out.extend(
-            chinese_numbers(text)
+            numerals::numbers(text)
                 .into_iter()
                 .map(|(t, v)| SourceNumber { text: t, value: v }),
         );
@@ -113,138 +108,9 @@ pub fn target_values(text: &str) -> Vec<f64> {
             None => out.push(value),
         }
     }
-    out.extend(chinese_numbers(text).into_iter().map(|(_, v)| v));
-    for m in MIXED_RE.find_iter(text) {
-        if let Some(v) = parse_mixed(m.as_str()) {
-            out.push(v);
-        }
-    }
+    out.extend(numerals::numbers(text).into_iter().map(|(_, v)| v));
+    out.extend(numerals::mixed_values(text));
     out
-}
-
-/// ASCII digits with several Chinese units: `1亿2000万`, `36万7千`.
-static MIXED_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:[0-9]+(?:\.[0-9]+)?[十百千万亿]){2,}[0-9]*").expect("valid regex")
-});
-
-fn parse_mixed(s: &str) -> Option<f64> {
-    let mut tokens: Vec<Tok> = Vec::new();
-    let mut num = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() || c == '.' {
-            num.push(c);
-        } else {
-            if !num.is_empty() {
-                tokens.push(Tok::Num(num.parse().ok()?));
-                num.clear();
-            }
-            tokens.push(Tok::Unit(c));
-        }
-    }
-    if !num.is_empty() {
-        tokens.push(Tok::Num(num.parse().ok()?));
-    }
-    eval(&tokens)
-}
-
-enum Tok {
-    Num(f64),
-    Unit(char),
-}
-
-fn eval(tokens: &[Tok]) -> Option<f64> {
-    let (mut total, mut section, mut number) = (0f64, 0f64, 0f64);
-    for t in tokens {
-        match *t {
-            Tok::Num(n) => number = n,
-            Tok::Unit(c @ ('十' | '百' | '千')) => {
-                let unit = match c {
-                    '十' => 10.0,
-                    '百' => 100.0,
-                    _ => 1000.0,
-                };
-                section += if number == 0.0 { 1.0 } else { number } * unit;
-                number = 0.0;
-            }
-            Tok::Unit('万') => {
-                total += (section + number) * 1e4;
-                section = 0.0;
-                number = 0.0;
-            }
-            Tok::Unit('亿') => {
-                total = (total + section + number) * 1e8;
-                section = 0.0;
-                number = 0.0;
-            }
-            Tok::Unit(_) => return None,
-        }
-    }
-    Some(total + section + number)
-}
-
-fn cn_digit(c: char) -> Option<u64> {
-    Some(match c {
-        '零' | '〇' => 0,
-        '一' | '壹' => 1,
-        '二' | '两' | '贰' => 2,
-        '三' | '叁' => 3,
-        '四' | '肆' => 4,
-        '五' | '伍' => 5,
-        '六' | '陆' => 6,
-        '七' | '柒' => 7,
-        '八' | '捌' => 8,
-        '九' | '玖' => 9,
-        _ => return None,
-    })
-}
-
-/// Chinese numerals made of digits and units, possibly mixed with ASCII digits before a
-/// unit (`36万7千`). Returns the written text and its value.
-pub fn chinese_numbers(text: &str) -> Vec<(String, f64)> {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i].1;
-        if cn_digit(c).is_none() && c != '十' {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut j = i;
-        while j < chars.len() && (cn_digit(chars[j].1).is_some() || is_cn_unit(chars[j].1)) {
-            j += 1;
-        }
-        let run: Vec<char> = chars[start..j].iter().map(|&(_, c)| c).collect();
-        if let Some(v) = parse_cn(&run) {
-            let end = chars.get(j).map(|&(b, _)| b).unwrap_or(text.len());
-            out.push((text[chars[start].0..end].to_string(), v));
-        }
-        i = j.max(i + 1);
-    }
-    out
-}
-
-fn parse_cn(run: &[char]) -> Option<f64> {
-    if run.is_empty() {
-        return None;
-    }
-    // Digits only (二〇二四): positional.
-    if run.iter().all(|&c| cn_digit(c).is_some()) && run.len() > 1 {
-        let mut v = 0f64;
-        for &c in run {
-            v = v * 10.0 + cn_digit(c)? as f64;
-        }
-        return Some(v);
-    }
-    let tokens: Vec<Tok> = run
-        .iter()
-        .map(|&c| match cn_digit(c) {
-            Some(d) => Tok::Num(d as f64),
-            None => Tok::Unit(c),
-        })
-        .collect();
-    eval(&tokens)
 }
 
 /// Whether two values are the same number (relative tolerance for decimal scaling).

@@ -3,6 +3,7 @@
 use super::align::{diff, Op};
 use super::doc::{Doc, Item};
 use super::{Category, CheckContext, Finding, Severity};
+use crate::lang::punct::IDEOGRAPHIC_FULL_STOP;
 use crate::units::{code_comments, PLACEHOLDER_RE};
 use regex::Regex;
 use std::collections::BTreeMap;
@@ -494,11 +495,15 @@ fn tables(s: &Doc, t: &Doc, ctx: &CheckContext, out: &mut Vec<Finding>) {
 /// none, or is a bare "none" (`无`, `N/A`), or only punctuation (`-`, `…`) — unless the source
 /// was that already.
 pub fn hollow(source: &str, translation: &str) -> bool {
-    let trim = |x: &str| x.trim().trim_end_matches(['。', '.']).to_string();
+    let trim = |x: &str| {
+        x.trim()
+            .trim_end_matches([IDEOGRAPHIC_FULL_STOP, '.'])
+            .to_string()
+    };
     let (a, b) = (trim(source), trim(translation));
     let words = a.chars().filter(|c| c.is_alphanumeric()).count();
     let nothing = b.chars().filter(|c| c.is_alphanumeric()).count() == 0
-        || ["无", "空", "N/A", "n/a", "None", "none", "暂无"].contains(&b.as_str());
+        || crate::lang::NONE_WORDS.contains(&b.as_str());
     words >= 3 && nothing && a != b
 }
 
@@ -508,7 +513,7 @@ fn emptied_cells(s: &Doc, i: usize, t: &Doc, j: usize, ctx: &CheckContext, out: 
     let (st, tt) = (&s.tables[i], &t.tables[j]);
     let cols = st.cols.max(1);
     for (k, (a, b)) in st.cells.iter().zip(&tt.cells).enumerate() {
-        let b = b.trim().trim_end_matches(['。', '.']);
+        let b = b.trim().trim_end_matches([IDEOGRAPHIC_FULL_STOP, '.']);
         if hollow(a, b) {
             out.push(ctx.finding(
                 Category::Table,

@@ -2,20 +2,30 @@
 //! script of a letter), BCP 47 tags and the supported pairs ([`tag`]), and one
 //! [`Profile`] per language holding everything the pipeline needs to know about writing it
 //! (scripts, punctuation, quotation marks, number forms, spacing, typography rules, the
-//! built-in guide, check thresholds). The bottom layer that the glossary, the checks and
+//! built-in guide, check thresholds); what a whole script shares, whatever the language
+//! ([`punct`]: the full-width punctuation of CJK text); Chinese numerals and the two
+//! written standards of Chinese ([`zh`]); languages' names as the Hunyuan translation
+//! prompt gives them ([`names`]). The bottom layer that the glossary, the checks and
 //! the translation stages share; deterministic, no model. Generic code asks the profile;
 //! no other module branches on a language code.
 
 use std::collections::HashMap;
 
 pub mod langid;
+pub mod names;
 mod profile;
 mod profiles;
+pub mod punct;
 pub mod tag;
+pub mod zh;
 
-pub use profile::{Profile, Rule};
-pub use profiles::chinese_number;
+pub use profile::{ChapterNumbers, Profile, Rule};
 pub use tag::{profile, profile_or_latin, supported_pairs_text, Pair};
+pub use zh::numerals::chinese_number;
+
+/// A bare "none" written for something that has content (a table cell, a heading), in the
+/// languages Quire writes: `无`, `N/A`.
+pub const NONE_WORDS: [&str; 7] = ["无", "空", "N/A", "n/a", "None", "none", "暂无"];
 
 /// Writing systems the checks and the translation stages tell apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -144,6 +154,11 @@ pub fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
         | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FA1F)
+}
+
+/// Whether a language code is Chinese (primary subtag `zh`), in either written standard.
+pub fn is_chinese(lang: &str) -> bool {
+    primary(lang) == "zh"
 }
 
 /// Whether a target language code means Traditional Chinese.

@@ -67,6 +67,18 @@ impl Rule {
     }
 }
 
+/// A chapter number as a language writes it in its own numerals: the words around the
+/// number (`第` and `章` in `第二章`) and the numerals.
+#[derive(Debug, Clone, Copy)]
+pub struct ChapterNumbers {
+    /// The word before the number (`第`).
+    pub before: &'static str,
+    /// The word after the number (`章`).
+    pub after: &'static str,
+    /// A number (1–99) in the language's numerals (`二`), or `None`.
+    pub numerals: fn(usize) -> Option<String>,
+}
+
 /// One language as Quire writes (or reads) it.
 #[derive(Debug)]
 pub struct Profile {
@@ -103,9 +115,9 @@ pub struct Profile {
     pub length_from_en: f64,
     /// The language as `whatlang` names it (paragraph language identification).
     pub whatlang: whatlang::Lang,
-    /// A number (1–99) in the language's own numerals, for chapter numbers (`第二章`);
-    /// `None`: the language writes digits.
-    pub chapter_numerals: Option<fn(usize) -> Option<String>>,
+    /// How the language writes a chapter number in its own numerals (`第二章`); `None`: it
+    /// writes digits.
+    pub chapter_numbers: Option<ChapterNumbers>,
     /// Figure and table labels that open a caption (`图`, `表`).
     pub caption_labels: &'static [&'static str],
     /// Worked examples of the emphasis agent (which words of a translated line render a

@@ -1,6 +1,7 @@
 //! The languages Quire writes, as data: one [`Profile`] each.
 
-use super::profile::{Profile, Rule};
+use super::profile::{ChapterNumbers, Profile, Rule};
+use super::zh::numerals::{self, chinese_number};
 use super::Script;
 use whatlang::Lang;
 
@@ -73,7 +74,7 @@ pub(super) static ZH_HANS: Profile = Profile {
     full_stop: '。',
     closing_marks: "。，、；：？！",
     quotes: ('“', '”'),
-    scale_words: &[("万", 1e4), ("亿", 1e8)],
+    scale_words: numerals::SCALE_WORDS,
     typography: &[
         Rule::KeptTermsBack,
         Rule::AcronymExpansions,
@@ -90,7 +91,11 @@ pub(super) static ZH_HANS: Profile = Profile {
     min_script_share: 0.5,
     length_from_en: 0.33,
     whatlang: Lang::Cmn,
-    chapter_numerals: Some(chinese_number),
+    chapter_numbers: Some(ChapterNumbers {
+        before: "第",
+        after: "章",
+        numerals: chinese_number,
+    }),
     caption_labels: &["图", "表"],
     emphasis_examples: ZH_EMPHASIS_EXAMPLES,
     capitalised_common_words: &[],
@@ -117,7 +122,7 @@ pub(super) static JA: Profile = Profile {
     min_script_share: 0.5,
     length_from_en: 0.4,
     whatlang: Lang::Jpn,
-    chapter_numerals: None,
+    chapter_numbers: None,
     caption_labels: &[],
     emphasis_examples: &[],
     capitalised_common_words: &[],
@@ -143,7 +148,7 @@ pub(super) static KO: Profile = Profile {
     min_script_share: 0.5,
     length_from_en: 0.45,
     whatlang: Lang::Kor,
-    chapter_numerals: None,
+    chapter_numbers: None,
     caption_labels: &[],
     emphasis_examples: &[],
     capitalised_common_words: &[],
@@ -173,7 +178,7 @@ const fn latin(
         min_script_share: 0.5,
         length_from_en: 1.1,
         whatlang,
-        chapter_numerals: None,
+        chapter_numbers: None,
         caption_labels: &[],
         emphasis_examples: &[],
         capitalised_common_words: &[],
@@ -218,22 +223,3 @@ pub(super) static EN: Profile = Profile {
 
 /// Every profile, targets first in the order `--help` lists them.
 pub(super) static ALL: [&Profile; 7] = [&ZH_HANS, &JA, &KO, &DE, &FR, &ES, &EN];
-
-/// `n` (1–99) in Chinese numerals: 2 → 二, 10 → 十, 12 → 十二, 20 → 二十, 23 → 二十三.
-pub fn chinese_number(n: usize) -> Option<String> {
-    const DIGITS: [&str; 10] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九"];
-    match n {
-        1..=9 => Some(DIGITS[n].to_string()),
-        10..=19 => Some(format!("十{}", if n > 10 { DIGITS[n - 10] } else { "" })),
-        20..=99 => Some(format!(
-            "{}十{}",
-            DIGITS[n / 10],
-            if n.is_multiple_of(10) {
-                ""
-            } else {
-                DIGITS[n % 10]
-            }
-        )),
-        _ => None,
-    }
-}

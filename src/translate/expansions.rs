@@ -10,6 +10,7 @@
 //! made to write the placeholder before the line could end, added a sentence of its own
 //! to hold it.
 
+use crate::lang::punct::{FULLWIDTH_COMMA, FULLWIDTH_LEFT_PAREN, FULLWIDTH_RIGHT_PAREN};
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -99,8 +100,8 @@ pub(crate) fn write_back(source: &str, line: &str) -> String {
         let gap = rest[marks..].len() - rest[marks..].trim_start_matches(' ').len();
         let open = after + marks + gap;
         let tail = &out[open..];
-        let close = if tail.starts_with('（') {
-            tail.find('）')
+        let close = if tail.starts_with(FULLWIDTH_LEFT_PAREN) {
+            tail.find(FULLWIDTH_RIGHT_PAREN)
         } else if tail.starts_with('(') {
             tail.find(')')
         } else {
@@ -113,15 +114,15 @@ pub(crate) fn write_back(source: &str, line: &str) -> String {
                     continue;
                 }
                 let end = open + c + tail[c..].chars().next().map_or(1, char::len_utf8);
+                let gloss = format!("{}{FULLWIDTH_COMMA}{inner}", e.words);
                 format!(
-                    "{}（{}，{inner}）{}",
+                    "{}{FULLWIDTH_LEFT_PAREN}{gloss}{FULLWIDTH_RIGHT_PAREN}{}",
                     &out[..after + marks],
-                    e.words,
                     &out[end..]
                 )
             }
             None => format!(
-                "{}（{}）{}",
+                "{}{FULLWIDTH_LEFT_PAREN}{}{FULLWIDTH_RIGHT_PAREN}{}",
                 &out[..after + marks],
                 e.words,
                 &out[after + marks..]

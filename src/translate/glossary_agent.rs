@@ -5,6 +5,7 @@
 use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::generate::GenerationParams;
 use crate::glossary::{contains_term, Glossary, GlossaryEntry};
+use crate::lang::punct;
 use crate::prompts::agents::glossary_prompt;
 use crate::units::{Unit, UnitKind, PLACEHOLDER_RE};
 use anyhow::Result;
@@ -174,11 +175,17 @@ pub fn clean_term(answer: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let line = line.split(['(', '（']).next().unwrap_or("");
-    let line = line.replace("[待审]", "");
-    let line = line.rsplit([':', '：']).next().unwrap_or("");
+    let line = line
+        .split(['(', punct::FULLWIDTH_LEFT_PAREN])
+        .next()
+        .unwrap_or("");
+    let line = line.replace(crate::lang::zh::REVIEW_MARK, "");
+    let line = line
+        .rsplit([':', punct::FULLWIDTH_COLON])
+        .next()
+        .unwrap_or("");
     line.trim()
-        .trim_matches(|c: char| "\"'“”‘’「」《》`*。.,，;；".contains(c))
+        .trim_matches(|c: char| punct::TERM_WRAPPERS.contains(c))
         .trim()
         .to_string()
 }

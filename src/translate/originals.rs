@@ -10,6 +10,7 @@
 use super::bold::bold_spans;
 use super::line_pairs::{line_pairs, set_lines};
 use crate::checks::lang::{expected_script, script_of, Script};
+use crate::lang::punct::{FULLWIDTH_COLON, FULLWIDTH_LEFT_PAREN, FULLWIDTH_RIGHT_PAREN};
 use crate::units::Unit;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,7 +49,7 @@ fn names_term(inner: &str) -> bool {
 /// or glosses it already (`**Vision Transformer** (ViT)`).
 fn labelled_or_glossed(after: &str) -> bool {
     let rest = after.trim_start_matches(['"', '\'', '”', '’', ' ']);
-    rest.starts_with([':', '：', '(', '（'])
+    rest.starts_with([':', FULLWIDTH_COLON, '(', FULLWIDTH_LEFT_PAREN])
 }
 
 /// Whether a translation's words are wholly translated: letters of the target's `script`,
@@ -83,10 +84,13 @@ fn gloss_line(
         let Some(t) = tb.get(i).filter(|_| sb.len() == tb.len()) else {
             continue;
         };
-        let already =
-            lower.contains(&term.to_lowercase()) || text[t.range.end..].starts_with(['(', '（']);
+        let already = lower.contains(&term.to_lowercase())
+            || text[t.range.end..].starts_with(['(', FULLWIDTH_LEFT_PAREN]);
         if translated(&t.inner, script) && !already {
-            inserts.push((t.range.end, format!("（{term}）")));
+            inserts.push((
+                t.range.end,
+                format!("{FULLWIDTH_LEFT_PAREN}{term}{FULLWIDTH_RIGHT_PAREN}"),
+            ));
         }
     }
     if inserts.is_empty() {

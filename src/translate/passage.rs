@@ -13,6 +13,7 @@ use crate::engine::backend::{ChatBackend, ChatRequest, Completion};
 use crate::engine::constraint::Constraint;
 use crate::engine::generate::{FinishReason, GenerationParams};
 use crate::glossary::GlossaryEntry;
+use crate::lang::punct::{FULLWIDTH_LEFT_PAREN, FULLWIDTH_RIGHT_PAREN, SENTENCE_ENDS};
 use crate::lang::Profile;
 use crate::units::constraint::PassageConstraint;
 use crate::units::skeleton::{Segment, Skeleton};
@@ -555,8 +556,9 @@ pub fn sentence_ranges(text: &str) -> Vec<Range<usize>> {
             ']' | ')' => depth = depth.saturating_sub(1),
             _ => {}
         }
-        let end = matches!(c, '.' | '!' | '?' | '。' | '！' | '？');
-        let cut = depth == 0 && end && (next == ' ' || matches!(c, '。' | '！' | '？'));
+        let cjk_end = SENTENCE_ENDS.contains(&c);
+        let end = matches!(c, '.' | '!' | '?') || cjk_end;
+        let cut = depth == 0 && end && (next == ' ' || cjk_end);
         if cut && text[start..i + c.len_utf8()].trim().len() > 1 {
             out.push(start..j);
             start = j;
@@ -580,8 +582,8 @@ pub fn split_clauses(sentence: &str) -> Vec<String> {
     let chars: Vec<(usize, char)> = sentence.char_indices().collect();
     for (n, &(i, c)) in chars.iter().enumerate() {
         match c {
-            '(' | '[' | '{' | '“' | '（' => depth += 1,
-            ')' | ']' | '}' | '”' | '）' => depth -= 1,
+            '(' | '[' | '{' | '“' | FULLWIDTH_LEFT_PAREN => depth += 1,
+            ')' | ']' | '}' | '”' | FULLWIDTH_RIGHT_PAREN => depth -= 1,
             '"' => quoted = !quoted,
             _ => {}
         }

@@ -10,7 +10,8 @@
 
 use crate::checks::CheckContext;
 use crate::glossary::count_term;
-use crate::lang::{Profile, Rule};
+use crate::lang::punct::{FULLWIDTH_COLON, FULLWIDTH_LEFT_PAREN, FULLWIDTH_RIGHT_PAREN};
+use crate::lang::{ChapterNumbers, Profile, Rule};
 use regex::Regex;
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -22,10 +23,6 @@ static ACRONYM_PLURAL_RE: LazyLock<Regex> =
 /// A pair of half-width parentheses with neither parentheses nor a line break inside.
 static PARENS_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\(([^()\n]{1,200})\)").expect("valid parentheses regex"));
-
-/// A chapter number written with digits: `第 2 章`, `第12章`.
-static CHAPTER_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"第\s*([0-9]{1,2})\s*章").expect("valid chapter regex"));
 
 /// A space between two CJK characters (ideographs, kana).
 static CJK_SPACE_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -84,8 +81,8 @@ fn apply(
         Rule::FullWidthParentheses => full_width_parens(line),
         Rule::BoldBeforeFullWidthMarks => bold_closed_before_marks(line, profile.closing_marks),
         Rule::CaptionLabelWithoutColon => caption_label(line, profile.caption_labels),
-        Rule::ChapterNumberInNumerals => match profile.chapter_numerals {
-            Some(numerals) => chapter_numerals(line, numerals),
+        Rule::ChapterNumberInNumerals => match &profile.chapter_numbers {
+            Some(chapter) => chapter_numerals(line, chapter),
             None => line.to_string(),
         },
         Rule::NoSpaceInsideCjkWords => no_space_inside_words(source, line),
@@ -100,7 +97,7 @@ fn caption_label(line: &str, labels: &[&str]) -> String {
     }
     let alternatives: Vec<String> = labels.iter().map(|l| regex::escape(l)).collect();
     let pattern = format!(
-        r"^({})\s*([0-9]+(?:[-.][0-9]+)*)\s*[：:]\s*",
+        r"^({})\s*([0-9]+(?:[-.][0-9]+)*)\s*[{FULLWIDTH_COLON}:]\s*",
         alternatives.join("|")
     );
     match Regex::new(&pattern) {
@@ -109,17 +106,33 @@ fn caption_label(line: &str, labels: &[&str]) -> String {
     }
 }
 
-/// A chapter number written with digits (`第 2 章`) in the language's numerals (`第二章`).
-fn chapter_numerals(line: &str, numerals: fn(usize) -> Option<String>) -> String {
-    CHAPTER_RE
-        .replace_all(line, |c: &regex::Captures| {
-            let n: usize = c[1].parse().unwrap_or(0);
-            match numerals(n) {
-                Some(z) => format!("第{z}章"),
-                None => c[0].to_string(),
-            }
-        })
-        .into_owned()
+/// A chapter number written with digits (`第 2 章`, `第12章`) in the language's numerals
+/// (`第二章`).
+fn chapter_numerals(line: &str, chapter: &ChapterNumbers) -> String {
+    let ChapterNumbers {
+        before,
+        after,
+        numerals,
+    } = *chapter;
+    if !line.contains(before) || !line.contains(after) {
+        return line.to_string();
+    }
+    let pattern = format!(
+        r"{}\s*([0-9]{{1,2}})\s*{}",
+        regex::escape(before),
+        regex::escape(after)
+    );
+    let Ok(re) = Regex::new(&pattern) else {
+        return line.to_string();
+    };
+    re.replace_all(line, |c: &regex::Captures| {
+        let n: usize = c[1].parse().unwrap_or(0);
+        match numerals(n) {
+            Some(z) => format!("{before}{z}{after}"),
+            None => c[0].to_string(),
+        }
+    })
+    .into_owned()
 }
 
 /// `line` without the spaces it puts between two CJK characters where `source` (the line
@@ -230,9 +243,9 @@ fn full_width_parens(line: &str) -> String {
             continue;
         }
         out.push_str(&line[last..before.len().max(last)]);
-        out.push('（');
+        out.push(FULLWIDTH_LEFT_PAREN);
         out.push_str(inner.trim());
-        out.push('）');
+        out.push(FULLWIDTH_RIGHT_PAREN);
         let rest = &line[m.end()..];
         last = m.end() + (rest.len() - rest.trim_start_matches(' ').len());
     }

@@ -21,6 +21,10 @@
 //! ask them lazily ([`crate::engine::constraint`]).
 
 use crate::engine::constraint::TextConstraint;
+use crate::lang::punct::{
+    FULLWIDTH_BRACES, FULLWIDTH_COLON, FULLWIDTH_EXCLAMATION, FULLWIDTH_QUESTION,
+    FULLWIDTH_RIGHT_PAREN, FULLWIDTH_SEMICOLON, IDEOGRAPHIC_FULL_STOP, RIGHT_CORNER_BRACKET,
+};
 use regex::bytes::Regex;
 use std::sync::LazyLock;
 
@@ -482,7 +486,10 @@ impl PassageConstraint {
         if text.iter().filter(|&&b| b == b'\n').count() >= self.lines {
             return false;
         }
-        if contains(text, "｛".as_bytes()) || contains(text, "｝".as_bytes()) {
+        if FULLWIDTH_BRACES
+            .iter()
+            .any(|brace| contains(text, brace.as_bytes()))
+        {
             return false;
         }
         if (!self.backtick_ok && text.contains(&b'`'))
@@ -849,7 +856,19 @@ fn ends_sentence(line: &str) -> bool {
     let mut t = line.trim_end();
     loop {
         let before = t.len();
-        t = t.trim_end_matches([')', ']', '"', '\'', '”', '’', '*', '_', '`', '）', '」']);
+        t = t.trim_end_matches([
+            ')',
+            ']',
+            '"',
+            '\'',
+            '”',
+            '’',
+            '*',
+            '_',
+            '`',
+            FULLWIDTH_RIGHT_PAREN,
+            RIGHT_CORNER_BRACKET,
+        ]);
         if let Some(m) = super::PLACEHOLDER_RE.find_iter(t).last() {
             if m.end() == t.len() {
                 t = &t[..m.start()];
@@ -860,7 +879,19 @@ fn ends_sentence(line: &str) -> bool {
             break;
         }
     }
-    t.ends_with(['.', '!', '?', ':', ';', '。', '！', '？', '：', '；', '…'])
+    t.ends_with([
+        '.',
+        '!',
+        '?',
+        ':',
+        ';',
+        IDEOGRAPHIC_FULL_STOP,
+        FULLWIDTH_EXCLAMATION,
+        FULLWIDTH_QUESTION,
+        FULLWIDTH_COLON,
+        FULLWIDTH_SEMICOLON,
+        '…',
+    ])
 }
 
 /// Whether a reply line ends on a letter or digit (Latin or CJK), not on a mark.

@@ -20,8 +20,12 @@ pub fn placeholder_token(n: usize) -> String {
 
 /// Matches a placeholder token and its tolerated variants; group 1 is the number.
 pub static PLACEHOLDER_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:\{\{|｛｛)[ \t\u{3000}]*([0-9]{1,6})[ \t\u{3000}]*(?:\}\}|｝｝)")
-        .expect("valid placeholder regex")
+    let [open, close] = crate::lang::punct::FULLWIDTH_BRACES;
+    let space = r"[ \t\u{3000}]*";
+    Regex::new(&format!(
+        r"(?:\{{\{{|{open}{open}){space}([0-9]{{1,6}}){space}(?:\}}\}}|{close}{close})"
+    ))
+    .expect("valid placeholder regex")
 });
 
 /// A placeholder restoration failure: the model's output lost, repeated or invented

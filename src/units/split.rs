@@ -4,6 +4,9 @@
 
 use super::scan::Scan;
 use super::types::TokenCount;
+use crate::lang::punct::{
+    FULLWIDTH_RIGHT_PAREN, RIGHT_CORNER_BRACKET, RIGHT_WHITE_CORNER_BRACKET, SENTENCE_ENDS,
+};
 use std::ops::Range;
 
 /// Cut positions inside `range` where a sentence ends (after the following whitespace),
@@ -15,13 +18,22 @@ fn sentence_cuts(text: &str, range: &Range<usize>, forbidden: &[Range<usize>]) -
     let mut i = 0;
     while i < chars.len() {
         let (_, c) = chars[i];
-        let cjk_end = matches!(c, '。' | '！' | '？');
+        let cjk_end = SENTENCE_ENDS.contains(&c);
         if matches!(c, '.' | '!' | '?') || cjk_end {
             let mut j = i + 1;
             while j < chars.len()
                 && matches!(
                     chars[j].1,
-                    '"' | '\'' | ')' | ']' | '”' | '’' | '）' | '」' | '』' | '*' | '_'
+                    '"' | '\''
+                        | ')'
+                        | ']'
+                        | '”'
+                        | '’'
+                        | FULLWIDTH_RIGHT_PAREN
+                        | RIGHT_CORNER_BRACKET
+                        | RIGHT_WHITE_CORNER_BRACKET
+                        | '*'
+                        | '_'
                 )
             {
                 j += 1;
