@@ -212,6 +212,8 @@ impl QuantizedRowsK {
 /// The block quantizers on AVX-512: the arithmetic of the scalar ones sixteen values at a
 /// time, so the same bits (tested below).
 #[cfg(target_arch = "x86_64")]
+// `g` indexes the loads, the stores and the sums together.
+#[allow(clippy::needless_range_loop)]
 mod simd {
     use std::arch::x86_64::*;
 
