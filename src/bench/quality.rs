@@ -18,8 +18,9 @@
 //! * **blocked units** (Quire only), from the run's [`crate::translate::RunSummary`];
 //! * **house-term share** ([`house_term_share`]): per house term, source occurrences whose
 //!   target appears in the translation; overall and the worst term;
-//! * **untranslated English** ([`untranslated_english`]): ordinary lowercase English words
-//!   left in the translation's prose ÷ the source's prose words;
+//! * **untranslated source** ([`untranslated_source`]): ordinary lowercase English words
+//!   left in the translation's prose ÷ the source's prose words (for a target written in
+//!   Latin letters, only the source's own words carried over unchanged);
 //! * **chrF** against a reference translation (`benches/chrf.py`, sacrebleu, the whole
 //!   chapter as one segment), when a reference chapter exists;
 //! * **wall time**, model load included on both sides.
@@ -496,13 +497,24 @@ pub fn lowercase_english_words(prose: &str) -> Vec<&str> {
     out
 }
 
-/// What of the source language is left in the translation: for an English source
-/// [`untranslated_english`]; for a CJK source the CJK characters of the translation's prose
-/// ÷ the source prose's (`words` counts characters, `top` the most frequent ones).
-pub fn untranslated_source(source: &str, translation: &str, source_lang: &str) -> Untranslated {
+/// What of the source language is left in the translation: for an English source into a
+/// CJK target [`untranslated_english`]; into a target written in Latin letters (German,
+/// French…) only the source's own words carried over unchanged ([`carried_over_words`]: its
+/// ordinary words are words of the target language); for a CJK source the CJK characters of
+/// the translation's prose ÷ the source prose's (`words` counts characters, `top` the most
+/// frequent ones).
+pub fn untranslated_source(
+    source: &str,
+    translation: &str,
+    source_lang: &str,
+    target_lang: &str,
+) -> Untranslated {
     let profile = crate::lang::profile_or_latin(source_lang);
     if !profile.is_cjk() {
-        return untranslated_english(source, translation);
+        if crate::lang::profile_or_latin(target_lang).is_cjk() {
+            return untranslated_english(source, translation);
+        }
+        return carried_over_words(source, translation);
     }
     let letters = |t: &str| -> Vec<char> {
         prose_text(t)
@@ -535,9 +547,29 @@ pub fn untranslated_source(source: &str, translation: &str, source_lang: &str) -
 /// Untranslated English: [`lowercase_english_words`] of the translation's prose ÷ the words
 /// (ASCII letter runs) of the source's prose, with the ten most frequent words.
 pub fn untranslated_english(source: &str, translation: &str) -> Untranslated {
-    let source_prose_words = prose_words(&prose_text(source));
     let prose = prose_text(translation);
-    let words = lowercase_english_words(&prose);
+    word_counts(source, lowercase_english_words(&prose))
+}
+
+/// Untranslated words for a target in Latin letters: the translation's
+/// [`lowercase_english_words`] that are also words of the source's prose (`the`, `shell`
+/// left as written; `und`, `der` are the target's own) ÷ the source's prose words.
+pub fn carried_over_words(source: &str, translation: &str) -> Untranslated {
+    let source_prose = prose_text(source);
+    let own: std::collections::BTreeSet<&str> =
+        lowercase_english_words(&source_prose).into_iter().collect();
+    let prose = prose_text(translation);
+    let words = lowercase_english_words(&prose)
+        .into_iter()
+        .filter(|w| own.contains(w))
+        .collect();
+    word_counts(source, words)
+}
+
+/// `words` (left in a translation) counted against the source's prose words, with the ten
+/// most frequent.
+fn word_counts(source: &str, words: Vec<&str>) -> Untranslated {
+    let source_prose_words = prose_words(&prose_text(source));
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for w in &words {
         *counts.entry(w).or_default() += 1;
@@ -674,7 +706,7 @@ pub fn measure(source: &str, translation: &str, ctx: &CheckContext) -> Metrics {
             .map(|f| format!("{}: {}", f.category.name(), f.evidence))
             .collect(),
         house_terms: house_term_share(source, translation, &ctx.glossary.entries),
-        untranslated: untranslated_source(source, translation, &ctx.source_lang),
+        untranslated: untranslated_source(source, translation, &ctx.source_lang, &ctx.target_lang),
         target_language: {
             let (told, target) = crate::checks::identified_share(translation, &ctx.target_lang);
             (told > 0).then(|| target as f64 / told as f64)
@@ -1753,6 +1785,19 @@ mod tests {
         // A footnote's bibliographic reference is kept as published, not untranslated.
         let cited = "正文[^a]。\n\n[^a]: 设计见 Li, Bojie. *User as Code: Executable Memory for Agents.* arXiv:2606.16707, 2026.\n";
         assert_eq!(untranslated_english("Text[^a].\n", cited).words, 0);
+    }
+
+    #[test]
+    fn untranslated_into_a_latin_target_counts_only_the_sources_words() {
+        let source = "The shell reads the command and runs it.\n";
+        let translation = "Die shell liest den Befehl und the führt ihn aus.\n";
+        let u = untranslated_source(source, translation, "en", "de");
+        // "shell" and "the" are carried over; "liest", "den", "und", "ihn", "aus" are German.
+        assert_eq!(u.words, 2, "{u:?}");
+        assert_eq!(u.source_prose_words, 8);
+        // Into Chinese every ordinary lowercase English word still counts.
+        let zh = "模型 shell 读取 the 命令。\n";
+        assert_eq!(untranslated_source(source, zh, "en", "zh-CN").words, 2);
     }
 
     #[test]
