@@ -185,6 +185,9 @@ pub struct SystemResult {
     pub complete: Option<bool>,
     /// What the naive script printed (naive only).
     pub script: Option<serde_json::Value>,
+    /// Model seconds per stage (Quire: per agent, from its `run.json`, each second of a
+    /// batched step counted once; naive: its one stage, the wall time).
+    pub stage_seconds: BTreeMap<String, f64>,
 }
 
 /// Both systems on one chapter.
@@ -1181,7 +1184,26 @@ fn quire_chapter(
         units: Some(summary.units),
         complete: Some(summary.complete),
         script: None,
+        stage_seconds: stage_seconds(&qdir.join("run.json")),
     })
+}
+
+/// Model seconds per agent in a run's `run.json` (its calls' `busy_seconds`, which count
+/// each second of a batched step once); empty when the file cannot be read.
+fn stage_seconds(run_json: &Path) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(text) = std::fs::read_to_string(run_json) else {
+        return out;
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return out;
+    };
+    for call in v["calls"].as_array().into_iter().flatten() {
+        if let (Some(agent), Some(busy)) = (call["agent"].as_str(), call["busy_seconds"].as_f64()) {
+            *out.entry(agent.to_string()).or_insert(0.0) += busy;
+        }
+    }
+    out
 }
 
 /// The naive loop on one chapter (or its cached result), measured and scored: (result,
@@ -1220,6 +1242,7 @@ fn naive_chapter(
                     units: None,
                     complete: None,
                     script: Some(script),
+                    stage_seconds: BTreeMap::from([("translate".to_string(), wall_s)]),
                 }),
                 None,
             )
@@ -1584,6 +1607,7 @@ fn render_chapter(c: &ChapterQuality) -> String {
             ));
         }
     }
+    s.push_str(&stage_line(&c.quire, c.naive.as_ref()));
     if let Some(e) = &c.naive_error {
         s.push_str(&format!("naive: not measured ({e})\n"));
     }
@@ -1591,6 +1615,28 @@ fn render_chapter(c: &ChapterQuality) -> String {
         s.push_str(&format!("chrF: not computed ({e})\n"));
     }
     s
+}
+
+/// Model seconds per stage, both systems on one line (nothing when neither has any).
+fn stage_line(quire: &SystemResult, naive: Option<&SystemResult>) -> String {
+    let stages = |r: &SystemResult| {
+        r.stage_seconds
+            .iter()
+            .map(|(stage, secs)| format!("{stage} {secs:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !quire.stage_seconds.is_empty() {
+        parts.push(format!("Quire {}", stages(quire)));
+    }
+    if let Some(n) = naive.filter(|n| !n.stage_seconds.is_empty()) {
+        parts.push(format!("naive {} (its wall)", stages(n)));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("model seconds per stage: {}\n", parts.join("; "))
 }
 
 /// The totals over all chapters (a report of more than one chapter).
@@ -1785,6 +1831,42 @@ mod tests {
         // A footnote's bibliographic reference is kept as published, not untranslated.
         let cited = "正文[^a]。\n\n[^a]: 设计见 Li, Bojie. *User as Code: Executable Memory for Agents.* arXiv:2606.16707, 2026.\n";
         assert_eq!(untranslated_english("Text[^a].\n", cited).words, 0);
+    }
+
+    #[test]
+    fn stage_seconds_sum_each_agents_busy_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run.json");
+        std::fs::write(
+            &run,
+            r#"{"calls": [{"agent": "translate", "busy_seconds": 2.5},
+                          {"agent": "fallback", "busy_seconds": 1.0},
+                          {"agent": "translate", "busy_seconds": 0.5}]}"#,
+        )
+        .unwrap();
+        let q = stage_seconds(&run);
+        assert_eq!(q.len(), 2);
+        assert!((q["translate"] - 3.0).abs() < 1e-9 && (q["fallback"] - 1.0).abs() < 1e-9);
+        assert!(stage_seconds(&dir.path().join("missing.json")).is_empty());
+        let result = |stage_seconds| SystemResult {
+            output: String::new(),
+            metrics: measure("A.\n", "甲。\n", &CheckContext::new("en", "zh-CN")),
+            chrf: None,
+            chrf_error: None,
+            wall_s: 9.0,
+            cached: false,
+            blocked_units: None,
+            units: None,
+            complete: None,
+            script: None,
+            stage_seconds,
+        };
+        let naive = result(BTreeMap::from([("translate".to_string(), 9.0)]));
+        assert_eq!(
+            stage_line(&result(q), Some(&naive)),
+            "model seconds per stage: Quire fallback 1.0, translate 3.0; naive translate 9.0 (its wall)\n"
+        );
+        assert_eq!(stage_line(&result(BTreeMap::new()), None), "");
     }
 
     #[test]
