@@ -1561,7 +1561,7 @@ fn render_header(r: &QualityReport) -> String {
         r.chrf_method.as_deref().unwrap_or("not computed")
     ));
     s.push_str(&format!(
-        "measures   structure errors = error findings in {}; house terms = source occurrences with their target in the translation; untranslated = lowercase English words in the translation's prose ÷ source prose words; wall includes model load\n",
+        "measures   structure errors = error findings in {}; house terms = source occurrences with their target in the translation; untranslated = lowercase English words in the translation's prose (into Latin letters: the source's own words carried over) ÷ source prose words; wall includes model load\n",
         r.structure_categories.join("/")
     ));
     s.push_str(&format!(
